@@ -1,0 +1,6 @@
+"""Checks used by the notebooks' test cells, one module per notebook.
+
+Every ``check_*`` function takes the learner's callable, runs it on random and adversarial inputs,
+compares with PyTorch's own implementation and raises :class:`CheckFailure` (an ``AssertionError``)
+with one sentence that names the probable mistake. No reference solution lives here.
+"""

@@ -1,0 +1,1 @@
+"""Learner tools used by the notebooks: plots, widgets and small helpers."""
