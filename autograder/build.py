@@ -1,0 +1,73 @@
+"""Regenerate the notebooks from their single source, deterministically.
+
+``solutions/<id>/<id>.py`` (jupytext percent format, the file people edit and review)
+  → ``solutions/<id>/<id>.ipynb`` (the instructor notebook, nbgrader's source step)
+  → ``course/<id>/<id>.ipynb`` (the learner notebook, nbgrader's release step).
+"""
+
+import filecmp
+import hashlib
+import shutil
+import tempfile
+from pathlib import Path
+
+import jupytext
+
+from autograder import paths
+from autograder.nbgrader_run import NbgraderRun
+
+
+def instructor_notebook_text(notebook_id: str) -> str:
+    """The ``.ipynb`` text generated from the jupytext source, output-free and stable."""
+    nb = jupytext.read(paths.source_text(notebook_id))
+    nb.metadata.pop("jupytext", None)
+    seen = set()
+    for cell in nb.cells:  # stable ids: nbformat would draw random ones on every build
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        cell.id = grade_id or hashlib.sha1(cell.source.encode()).hexdigest()[:8]
+        while cell.id in seen:
+            cell.id = hashlib.sha1(cell.id.encode()).hexdigest()[:8]
+        seen.add(cell.id)
+    nb.metadata.setdefault("language_info", {"name": "python"})
+    return jupytext.writes(nb, fmt="ipynb")
+
+
+def _changed_files(generated: Path, committed: Path) -> list[Path]:
+    """Files that differ between two folder trees (missing or extra files included)."""
+    names = {p.relative_to(generated) for p in generated.rglob("*") if p.is_file()}
+    if committed.exists():
+        names |= {p.relative_to(committed) for p in committed.rglob("*") if p.is_file()}
+    return sorted(
+        committed / name
+        for name in names
+        if not (generated / name).is_file()
+        or not (committed / name).is_file()
+        or not filecmp.cmp(generated / name, committed / name, shallow=False)
+    )
+
+
+def build(check: bool = False, notebook_ids: list[str] | None = None) -> list[Path]:
+    """Regenerate (or, with ``check``, only compare) every notebook; return the stale files."""
+    ids = notebook_ids or paths.notebook_ids()
+    stale = []
+    for nb_id in ids:
+        target = paths.solution_notebook(nb_id)
+        text = instructor_notebook_text(nb_id)
+        if not target.is_file() or target.read_text(encoding="utf-8") != text:
+            stale.append(target)
+            if not check:
+                target.write_text(text, encoding="utf-8")
+    with tempfile.TemporaryDirectory(prefix="mha-build-") as tmp:
+        run = NbgraderRun(Path(tmp))
+        for nb_id in ids:
+            source = run.root / "source" / nb_id
+            shutil.copytree(paths.SOLUTIONS_DIR / nb_id, source, ignore=run.ignore_patterns())
+            (source / f"{nb_id}.ipynb").write_text(instructor_notebook_text(nb_id), "utf-8")
+            run.generate(nb_id)
+            released, committed = run.root / "release" / nb_id, paths.COURSE_DIR / nb_id
+            changed = _changed_files(released, committed)
+            stale += changed
+            if changed and not check:
+                shutil.rmtree(committed, ignore_errors=True)
+                shutil.copytree(released, committed)
+    return stale

@@ -1,0 +1,246 @@
+"""Shared machinery of the checks: calling learner code safely, comparing, explaining.
+
+Shape legend (used by every checks module): ``B`` batch, ``T`` query length, ``S`` key/value length,
+``C`` = d_model, ``nh`` heads, ``hs`` = C // nh (head size), ``d_k`` / ``d_v`` key / value width.
+
+Every failure is a :class:`CheckFailure` whose message is one sentence a beginner can act on; it is
+shown to learners, so it never prints hidden inputs, only their shapes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import traceback
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, NoReturn
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+ATOL = 1e-5
+RTOL = 1e-4
+_TORCH_DIR = os.path.dirname(torch.__file__)
+
+# Substrings of PyTorch error messages -> what the learner should look at.
+_ERROR_HINTS = {
+    "Dimension out of range": "index dimensions from the end (-1, -2) so any number of leading "
+    "dimensions works",
+    "view size is not compatible": "after a transpose the tensor is not contiguous, so use "
+    ".reshape(...) or .contiguous().view(...)",
+    "must match the size of tensor": "two tensors do not broadcast, so check which dimensions you "
+    "transpose and that reductions use keepdim=True",
+    "cannot be multiplied": "the matmul shapes do not fit, so check which dimensions you transpose",
+    "expected scalar type": "mixing dtypes, so create new tensors with dtype=x.dtype",
+    "found dtype": "mixing dtypes, so create new tensors with dtype=x.dtype",
+}
+
+
+class CheckFailure(AssertionError):
+    """A check found a mistake; the message is one learner-facing sentence."""
+
+
+def fail(message: str) -> NoReturn:
+    """Raise :class:`CheckFailure` without the internal frames that led here."""
+    __tracebackhide__ = True
+    raise CheckFailure(message)
+
+
+def make_generator(seed: int) -> torch.Generator:
+    """A CPU generator seeded with ``seed`` so every check is deterministic."""
+    return torch.Generator().manual_seed(seed)
+
+
+def randn(gen: torch.Generator, *shape: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Standard normal values of ``shape`` drawn from ``gen``."""
+    return torch.randn(*shape, generator=gen, dtype=dtype)
+
+
+def randint(gen: torch.Generator, low: int, high: int) -> int:
+    """One integer in ``[low, high]`` drawn from ``gen``."""
+    return int(torch.randint(low, high + 1, (1,), generator=gen))
+
+
+def fmt_shape(shape: Sequence[int]) -> str:
+    """``(2, 3)`` for a shape, ``()`` for a scalar."""
+    return "(" + ", ".join(str(n) for n in shape) + ")"
+
+
+def describe(args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> str:
+    """Describe call arguments by shape and dtype only, never by value."""
+
+    def one(value: Any) -> str:
+        if isinstance(value, torch.Tensor):
+            return f"{fmt_shape(value.shape)} {str(value.dtype).removeprefix('torch.')}"
+        return repr(value)
+
+    parts = [one(a) for a in args]
+    parts += [f"{k}={one(v)}" for k, v in (kwargs or {}).items() if v is not None]
+    return ", ".join(parts) or "no arguments"
+
+
+def _raised_by_learner(exc: BaseException) -> bool:
+    """True when the innermost frame of ``exc`` is outside PyTorch's own code."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return bool(frames) and not frames[-1].filename.startswith(_TORCH_DIR)
+
+
+def _error_hint(exc: BaseException) -> str:
+    text = str(exc)
+    return next((hint for key, hint in _ERROR_HINTS.items() if key in text), "")
+
+
+def call(
+    fn: Callable[..., Any],
+    name: str,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    hint: str = "",
+) -> Any:
+    """Call learner code with warnings silenced; turn any exception into a :class:`CheckFailure`.
+
+    ``hint`` (what to look at) is added to the message when the call raises.
+    """
+    __tracebackhide__ = True
+    kwargs = dict(kwargs or {})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return fn(*args, **kwargs)
+        except CheckFailure:
+            raise
+        except NotImplementedError as exc:
+            if _raised_by_learner(exc):
+                raise CheckFailure(
+                    f"`{name}` is not implemented yet: replace `raise NotImplementedError()` "
+                    "with your code."
+                ) from None
+            error = exc
+        except Exception as exc:  # noqa: BLE001 - any learner error becomes feedback
+            error = exc
+    first_line = (str(error).strip().splitlines() or [""])[0][:160]
+    detail = f" ({first_line})" if first_line else ""
+    advice = hint or _error_hint(error)
+    advice = f": {advice}" if advice else ""
+    raise CheckFailure(
+        f"`{name}` raised {type(error).__name__}{detail} on inputs {describe(args, kwargs)}"
+        f"{advice}."
+    ) from error
+
+
+def expect_tensor(value: Any, name: str, what: str = "a tensor") -> torch.Tensor:
+    """Fail unless ``value`` is a tensor."""
+    __tracebackhide__ = True
+    if not isinstance(value, torch.Tensor):
+        fail(f"`{name}` should return {what}, but it returned {type(value).__name__}.")
+    return value
+
+
+def expect_pair(value: Any, name: str, first: str, second: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fail unless ``value`` is a pair of tensors ``(first, second)``."""
+    __tracebackhide__ = True
+    if not isinstance(value, tuple | list) or len(value) != 2:
+        fail(f"`{name}` should return a pair `({first}, {second})`, got {type(value).__name__}.")
+    a = expect_tensor(value[0], name, f"a tensor as `{first}` (first item)")
+    b = expect_tensor(value[1], name, f"a tensor as `{second}` (second item)")
+    return a, b
+
+
+def expect_shape(
+    t: torch.Tensor, shape: Sequence[int], what: str, inputs: str, hint: str = ""
+) -> None:
+    """Fail unless ``t`` has ``shape``; ``what`` names the tensor, ``inputs`` the call."""
+    __tracebackhide__ = True
+    if tuple(t.shape) != tuple(shape):
+        advice = f": {hint}" if hint else ""
+        fail(
+            f"{what} has shape {fmt_shape(t.shape)} but should have {fmt_shape(shape)} "
+            f"for inputs {inputs}{advice}."
+        )
+
+
+def expect_dtype(t: torch.Tensor, dtype: torch.dtype, what: str) -> None:
+    """Fail unless ``t`` keeps the input ``dtype``."""
+    __tracebackhide__ = True
+    if t.dtype != dtype:
+        fail(
+            f"{what} is {t.dtype} for {dtype} inputs: keep the input dtype (do not call "
+            ".float()/.double(), and create helper tensors with dtype=x.dtype)."
+        )
+
+
+def expect_unmodified(
+    before: Sequence[torch.Tensor], after: Sequence[torch.Tensor], name: str
+) -> None:
+    """Fail when learner code changed one of its input tensors in place."""
+    __tracebackhide__ = True
+    for old, new in zip(before, after, strict=True):
+        if not torch.equal(old, new):
+            fail(
+                f"`{name}` changed its input in place (for example `x -= ...`, `x.exp_()` or "
+                "`masked_fill_`): compute into a new tensor instead."
+            )
+
+
+def close(actual: torch.Tensor, expected: torch.Tensor, atol=ATOL, rtol=RTOL) -> bool:
+    """Same shape, finite where ``expected`` is, and equal within tolerance."""
+    if actual.shape != expected.shape:
+        return False
+    return torch.allclose(actual.to(expected.dtype), expected, atol=atol, rtol=rtol)
+
+
+def first_match(actual: torch.Tensor, variants: Mapping[str, torch.Tensor]) -> str | None:
+    """The diagnosis of the first known-wrong variant that ``actual`` equals, if any."""
+    return next((why for why, t in variants.items() if close(actual, t, 1e-4, 1e-3)), None)
+
+
+def rows_sum_to_one(weights: torch.Tensor, dim: int = -1) -> bool:
+    """True when every slice along ``dim`` sums to 1."""
+    sums = weights.sum(dim)
+    return torch.allclose(sums, torch.ones_like(sums), atol=1e-4)
+
+
+def has_nan_or_inf(t: torch.Tensor) -> bool:
+    """True when ``t`` holds any NaN or infinity."""
+    return not bool(torch.isfinite(t).all())
+
+
+class _FunctionRecorder(TorchFunctionMode):
+    """Records the names of torch functions and methods called while active."""
+
+    def __init__(self, names: set[str]):
+        super().__init__()
+        self.names = names
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        module = getattr(func, "__module__", None) or "torch.Tensor"
+        self.names.add(f"{module}.{getattr(func, '__name__', func)}")
+        return func(*args, **(kwargs or {}))
+
+
+class _OpRecorder(TorchDispatchMode):
+    """Records the ATen operators that actually ran (catches calls that bypass Python)."""
+
+    def __init__(self, names: set[str]):
+        super().__init__()
+        self.names = names
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.add(func.name())
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def record_torch_calls() -> Iterator[set[str]]:
+    """Collect the torch functions (``torch.softmax``) and ATen ops (``aten::_softmax``) called."""
+    names: set[str] = set()
+    with _FunctionRecorder(names), _OpRecorder(names):
+        yield names
+
+
+def find_calls(names: set[str], needles: Sequence[str]) -> list[str]:
+    """The recorded names whose last component (after the last '.' or '::') is in ``needles``."""
+    found = (n for n in names if n.replace("::", ".").rsplit(".", 1)[-1] in needles)
+    return sorted(found, key=lambda n: ("::" in n, n))

@@ -1,0 +1,99 @@
+"""``python -m autograder``: build the course, check a notebook, validate it all, open the lab."""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from autograder import paths
+
+EXIT_OK, EXIT_NOT_FULL_MARKS, EXIT_ERROR = 0, 1, 2
+
+
+def _cmd_build(args) -> int:
+    from autograder.build import build
+
+    stale = build(check=args.check)
+    rel = [str(p.relative_to(paths.REPO_ROOT)) for p in stale]
+    if args.check:
+        if rel:
+            print("out of date (run `python -m autograder build`):", *rel, sep="\n  ")
+            return EXIT_NOT_FULL_MARKS
+        print(f"up to date: {len(paths.notebook_ids())} notebooks")
+        return EXIT_OK
+    print(f"rebuilt {len(rel)} file(s)" + "".join(f"\n  {r}" for r in rel))
+    return EXIT_OK
+
+
+def _cmd_check(args) -> int:
+    from autograder.grading import Submission, grade_submissions
+    from autograder.notebook_files import NotebookError, identify, read_notebook
+    from autograder.report import format_result
+
+    path = Path(args.notebook)
+    try:
+        read_notebook(path)
+        nb_id = identify(path)
+    except NotebookError as err:
+        return _error(str(err), args.json, path)
+    (result,) = grade_submissions([Submission(nb_id, "learner", path.resolve())])
+    result.notebook = str(path)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(format_result(result))
+    if result.error:
+        print(f"error: {result.error}", file=sys.stderr)
+        return EXIT_ERROR
+    return EXIT_OK if result.full_marks else EXIT_NOT_FULL_MARKS
+
+
+def _error(message: str, as_json: bool, path: Path) -> int:
+    if as_json:
+        print(json.dumps({"notebook": str(path), "error": message}))
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _cmd_validate(args) -> int:
+    from autograder.validate import validate
+
+    return EXIT_OK if validate(args.notebooks or None) else EXIT_NOT_FULL_MARKS
+
+
+def _cmd_lab(args) -> int:
+    from autograder.lab_launcher import launch
+
+    return launch(extra_args=args.jupyter_args)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m autograder", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    b = sub.add_parser("build", help="regenerate solutions/*.ipynb and course/ from solutions/*.py")
+    b.add_argument("--check", action="store_true", help="only compare; exit 1 if stale")
+    b.set_defaults(func=_cmd_build)
+
+    c = sub.add_parser("check", help="grade one notebook (hidden tests included) and explain")
+    c.add_argument("notebook", help="path to your notebook, e.g. work/01_.../01_....ipynb")
+    c.add_argument("--json", action="store_true", help="print one JSON object (see the contract)")
+    c.set_defaults(func=_cmd_check)
+
+    v = sub.add_parser("validate", help="CI gate: solutions pass, releases fail")
+    v.add_argument("notebooks", nargs="*", help="notebook ids (default: all)")
+    v.set_defaults(func=_cmd_validate)
+
+    lab = sub.add_parser("lab", help="copy new notebooks into work/ and open JupyterLab there")
+    lab.add_argument("jupyter_args", nargs=argparse.REMAINDER, help="passed to jupyter lab")
+    lab.set_defaults(func=_cmd_lab)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

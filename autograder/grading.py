@@ -1,0 +1,150 @@
+"""Grade learner notebooks through real nbgrader autograde, and explain each test cell's result."""
+
+import json
+import re
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from autograder import paths
+from autograder.nbgrader_run import NbgraderRun
+
+
+@dataclass
+class CellResult:
+    grade_id: str
+    score: float
+    max_score: float
+    passed: bool
+    message: str
+
+
+@dataclass
+class NotebookResult:
+    notebook: str
+    notebook_id: str
+    score: float = 0.0
+    max_score: float = 0.0
+    cells: list[CellResult] = field(default_factory=list)
+    manual: list[dict] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def full_marks(self) -> bool:
+        return self.error is None and bool(self.cells) and all(c.passed for c in self.cells)
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data.pop("notebook_id")
+        if data["error"] is None:
+            data.pop("error")
+        return data
+
+
+@dataclass
+class Submission:
+    notebook_id: str
+    student_id: str
+    path: Path
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+def explain_error(ename: str, evalue: str) -> str:
+    """One line for a learner from a test cell's exception."""
+    evalue = _first_line(re.sub(r"\x1b\[[0-9;]*m", "", evalue))
+    if ename == "NotImplementedError":
+        return "not implemented yet: replace `raise NotImplementedError()` with your code"
+    if ename == "NameError":
+        name = re.search(r"'([^']+)'", evalue)
+        what = f"`{name.group(1)}`" if name else "a name this test needs"
+        return (
+            f"{what} is not defined: run the cell that defines it, and check that cell "
+            "ran without an error and that nothing was renamed"
+        )
+    if ename in {"CellTimeoutError", "TimeoutError", "DeadKernelError"} or "timed out" in evalue:
+        return f"the test did not finish in time ({evalue}): look for an endless loop"
+    if ename in {"AssertionError", "CheckFailure"}:
+        return evalue or "an assertion failed (it gave no message)"
+    return f"{ename}: {evalue}" if evalue else ename
+
+
+def _messages(notebook: Path) -> dict[str, str]:
+    """grade_id -> one-line explanation, for every graded cell that ended in an error."""
+    if not notebook.is_file():
+        return {}
+    nb = nbformat.read(notebook, as_version=4)
+    messages = {}
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
+        if grade_id and errors:
+            messages[grade_id] = explain_error(errors[-1].ename, errors[-1].evalue)
+    return messages
+
+
+def _result_from_gradebook(run: NbgraderRun, sub: Submission) -> NotebookResult:
+    result = NotebookResult(notebook=str(sub.path), notebook_id=sub.notebook_id)
+    messages = _messages(run.autograded_notebook(sub.notebook_id, sub.student_id))
+    with run.gradebook() as gb:
+        submission = gb.find_submission(sub.notebook_id, sub.student_id)
+        for nb in submission.notebooks:
+            for grade in nb.grades:
+                if grade.auto_score is None and grade.cell_type == "markdown":
+                    result.manual.append({"grade_id": grade.name, "max_score": grade.max_score})
+                    continue
+                score = float(grade.auto_score or 0.0)
+                passed = score >= grade.max_score
+                message = "" if passed else messages.get(grade.name, "this test did not pass")
+                result.cells.append(
+                    CellResult(grade.name, score, float(grade.max_score), passed, message)
+                )
+    result.score = sum(c.score for c in result.cells)
+    result.max_score = sum(c.max_score for c in result.cells)
+    return result
+
+
+def _cell_order(notebook_id: str) -> list[str]:
+    nb = nbformat.read(paths.solution_notebook(notebook_id), as_version=4)
+    return [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if "nbgrader" in c.metadata]
+
+
+def grade_submissions(submissions: list[Submission]) -> list[NotebookResult]:
+    """Autograde submissions in one throwaway course, hidden tests included."""
+    results = []
+    with tempfile.TemporaryDirectory(prefix="mha-grade-") as tmp:
+        run = NbgraderRun(Path(tmp))
+        for nb_id in sorted({s.notebook_id for s in submissions}):
+            shutil.copytree(
+                paths.SOLUTIONS_DIR / nb_id,
+                run.root / "source" / nb_id,
+                ignore=run.ignore_patterns(),
+            )
+            run.generate(nb_id)
+        for sub in submissions:
+            run.submit(sub.notebook_id, sub.student_id, sub.path)
+            outcome = run.autograde(sub.notebook_id, sub.student_id)
+            if not outcome.get("success"):
+                results.append(
+                    NotebookResult(
+                        notebook=str(sub.path),
+                        notebook_id=sub.notebook_id,
+                        error=f"nbgrader could not grade this notebook: {run.failure_reason(outcome)}",
+                    )
+                )
+                continue
+            result = _result_from_gradebook(run, sub)
+            order = {gid: i for i, gid in enumerate(_cell_order(sub.notebook_id))}
+            result.cells.sort(key=lambda c: order.get(c.grade_id, len(order)))
+            results.append(result)
+    return results
+
+
+def to_json(result: NotebookResult) -> str:
+    return json.dumps(result.to_json(), indent=2)

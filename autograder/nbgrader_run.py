@@ -1,0 +1,105 @@
+"""A throwaway nbgrader course: generate, autograde and give feedback through nbgrader's own API.
+
+nbgrader has no "grade this one notebook" command (issue #1371); this builds a course folder in a
+temporary directory with the instructor notebook as source and the learner's file as a submission,
+and runs the real pipeline against a real SQLite gradebook in it.
+"""
+
+import contextlib
+import logging
+import os
+import shutil
+import sys
+import warnings
+from pathlib import Path
+
+from nbgrader.api import Gradebook
+from nbgrader.apps import NbGraderAPI
+from nbgrader.coursedir import CourseDirectory
+
+from autograder.nbgrader_settings import IGNORED_FILES, scratch_config
+
+
+class NbgraderError(Exception):
+    """nbgrader itself failed; the message carries the end of its log."""
+
+
+def put_environment_on_path() -> None:
+    """nbgrader runs ``alembic`` and kernels found on PATH: both must come from this env."""
+    bin_dir = str(Path(sys.executable).parent)
+    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+
+
+@contextlib.contextmanager
+def kernel_stderr_silenced():
+    """Kernels inherit this process's stderr and print start-up noise there; send it to /dev/null."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _log_tail(result: dict, lines: int = 6) -> str:
+    text = (result.get("error") or "") + "\n" + (result.get("log") or "")
+    kept = [line for line in text.strip().splitlines() if line.strip()]
+    return " | ".join(kept[-lines:])
+
+
+class NbgraderRun:
+    """One throwaway course directory and the nbgrader API bound to it."""
+
+    def __init__(self, root: Path):
+        put_environment_on_path()
+        warnings.filterwarnings("ignore", module="nbgrader")
+        warnings.filterwarnings("ignore", message=".*not in session.*")
+        logging.getLogger("traitlets").setLevel(logging.ERROR)
+        self.root = Path(root).resolve()
+        self.config = scratch_config(self.root)
+        self.api = NbGraderAPI(CourseDirectory(config=self.config), config=self.config)
+
+    @staticmethod
+    def ignore_patterns():
+        return shutil.ignore_patterns(*IGNORED_FILES)
+
+    def _ok(self, result: dict, what: str) -> dict:
+        if not result.get("success"):
+            raise NbgraderError(f"nbgrader {what} failed: {_log_tail(result)}")
+        return result
+
+    def generate(self, assignment_id: str) -> None:
+        """Generate the release version (and the gradebook entries) of ``source/<id>``."""
+        self._ok(self.api.generate_assignment(assignment_id, force=True), "generate_assignment")
+
+    def submit(self, assignment_id: str, student_id: str, notebook: Path) -> Path:
+        """Place a notebook file as ``student_id``'s submission of ``assignment_id``."""
+        target = self.root / "submitted" / student_id / assignment_id / f"{assignment_id}.ipynb"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(notebook, target)
+        return target
+
+    def autograde(self, assignment_id: str, student_id: str) -> dict:
+        """Autograde one submission; returns nbgrader's result (``success``, ``log``, ``error``)."""
+        with kernel_stderr_silenced():
+            return self.api.autograde(assignment_id, student_id, force=True, create=True)
+
+    def feedback(self, assignment_id: str, student_id: str) -> Path:
+        """Generate the feedback HTML of one autograded submission and return its path."""
+        self._ok(self.api.generate_feedback(assignment_id, student_id), "generate_feedback")
+        return self.root / "feedback" / student_id / assignment_id / f"{assignment_id}.html"
+
+    def autograded_notebook(self, assignment_id: str, student_id: str) -> Path:
+        return self.root / "autograded" / student_id / assignment_id / f"{assignment_id}.ipynb"
+
+    def gradebook(self) -> Gradebook:
+        return Gradebook(self.config.CourseDirectory.db_url)
+
+    @staticmethod
+    def failure_reason(result: dict) -> str:
+        return _log_tail(result)

@@ -1,0 +1,64 @@
+"""Reading notebook files, with one-line errors a learner can act on."""
+
+import json
+from pathlib import Path
+
+import nbformat
+
+from autograder.paths import notebook_ids
+
+
+class NotebookError(Exception):
+    """A notebook file that cannot be graded; the message says what is wrong and what to do."""
+
+
+def identify(path: Path, known_ids: list[str] | None = None) -> str:
+    """The course notebook id a file is a copy of, recognised by its file name."""
+    known = notebook_ids() if known_ids is None else known_ids
+    stem = path.stem
+    matches = [nb_id for nb_id in known if stem == nb_id or stem.startswith(nb_id)]
+    if not matches:
+        names = ", ".join(f"{nb_id}.ipynb" for nb_id in known) or "(no notebooks found)"
+        raise NotebookError(
+            f"cannot tell which course notebook {path.name} is: name the file like one of {names}"
+        )
+    return max(matches, key=len)
+
+
+def read_notebook(path: Path) -> nbformat.NotebookNode:
+    """Load and validate a notebook file, or raise :class:`NotebookError` explaining the problem."""
+    if not path.exists():
+        raise NotebookError(f"{path}: no such file")
+    if path.is_dir():
+        raise NotebookError(f"{path} is a folder: give the path of the .ipynb file inside it")
+    if path.suffix != ".ipynb":
+        raise NotebookError(f"{path} is not a notebook: expected a .ipynb file")
+    raw = path.read_bytes()
+    if not raw.strip():
+        raise NotebookError(
+            f"{path} is empty: restore it from course/ or from a JupyterLab checkpoint"
+        )
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise NotebookError(f"{path} is not a text file (byte {err.start} is not UTF-8)") from None
+    except json.JSONDecodeError as err:
+        raise NotebookError(
+            f"{path} is not valid JSON (truncated or corrupt?): {err.msg} (line {err.lineno}, "
+            f"column {err.colno}); restore it from a JupyterLab checkpoint or from course/"
+        ) from None
+    if not isinstance(data, dict) or "cells" not in data and "worksheets" not in data:
+        raise NotebookError(f"{path} is JSON but not a Jupyter notebook (no 'cells')")
+    major = data.get("nbformat")
+    if major != 4:
+        raise NotebookError(
+            f"{path} uses notebook format {major}, this course needs format 4: open it in "
+            "JupyterLab and save it again to upgrade it"
+        )
+    try:
+        nb = nbformat.reads(raw.decode("utf-8"), as_version=4)
+        nbformat.validate(nb)
+    except nbformat.ValidationError as err:
+        first_line = str(err).strip().splitlines()[0]
+        raise NotebookError(f"{path} is not a valid notebook: {first_line}") from None
+    return nb
