@@ -1,6 +1,5 @@
 """Grade learner notebooks through real nbgrader autograde, and explain each test cell's result."""
 
-import json
 import re
 import shutil
 import tempfile
@@ -115,36 +114,28 @@ def _cell_order(notebook_id: str) -> list[str]:
     return [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if "nbgrader" in c.metadata]
 
 
+def _grade_one(run: NbgraderRun, sub: Submission) -> NotebookResult:
+    run.submit(sub.notebook_id, sub.student_id, sub.path)
+    outcome = run.autograde(sub.notebook_id, sub.student_id)
+    if not outcome.get("success"):
+        reason = run.failure_reason(outcome)
+        return NotebookResult(
+            notebook=str(sub.path),
+            notebook_id=sub.notebook_id,
+            error=f"nbgrader could not grade this notebook: {reason}",
+        )
+    result = _result_from_gradebook(run, sub)
+    order = {gid: i for i, gid in enumerate(_cell_order(sub.notebook_id))}
+    result.cells.sort(key=lambda c: order.get(c.grade_id, len(order)))
+    return result
+
+
 def grade_submissions(submissions: list[Submission]) -> list[NotebookResult]:
     """Autograde submissions in one throwaway course, hidden tests included."""
-    results = []
     with tempfile.TemporaryDirectory(prefix="mha-grade-") as tmp:
         run = NbgraderRun(Path(tmp))
         for nb_id in sorted({s.notebook_id for s in submissions}):
-            shutil.copytree(
-                paths.SOLUTIONS_DIR / nb_id,
-                run.root / "source" / nb_id,
-                ignore=run.ignore_patterns(),
-            )
+            source = run.root / "source" / nb_id
+            shutil.copytree(paths.SOLUTIONS_DIR / nb_id, source, ignore=run.ignore_patterns())
             run.generate(nb_id)
-        for sub in submissions:
-            run.submit(sub.notebook_id, sub.student_id, sub.path)
-            outcome = run.autograde(sub.notebook_id, sub.student_id)
-            if not outcome.get("success"):
-                results.append(
-                    NotebookResult(
-                        notebook=str(sub.path),
-                        notebook_id=sub.notebook_id,
-                        error=f"nbgrader could not grade this notebook: {run.failure_reason(outcome)}",
-                    )
-                )
-                continue
-            result = _result_from_gradebook(run, sub)
-            order = {gid: i for i, gid in enumerate(_cell_order(sub.notebook_id))}
-            result.cells.sort(key=lambda c: order.get(c.grade_id, len(order)))
-            results.append(result)
-    return results
-
-
-def to_json(result: NotebookResult) -> str:
-    return json.dumps(result.to_json(), indent=2)
+        return [_grade_one(run, sub) for sub in submissions]

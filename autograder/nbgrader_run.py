@@ -33,7 +33,7 @@ def put_environment_on_path() -> None:
 
 @contextlib.contextmanager
 def kernel_stderr_silenced():
-    """Kernels inherit this process's stderr and print start-up noise there; send it to /dev/null."""
+    """Kernels inherit this process's stderr and print start-up noise there: discard it."""
     sys.stderr.flush()
     saved = os.dup(2)
     try:

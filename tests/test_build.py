@@ -1,0 +1,52 @@
+"""course/ is generated from solutions/, deterministically; jupytext keeps nbgrader metadata."""
+
+import json
+import shutil
+
+import jupytext
+import nbformat
+import pytest
+
+from autograder import build, paths
+from conftest import autograder
+
+pytestmark = pytest.mark.slow
+
+
+def test_course_is_up_to_date():
+    result = autograder("build", "--check")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_instructor_notebook_is_deterministic(first_notebook):
+    text = build.instructor_notebook_text(first_notebook)
+    assert text == build.instructor_notebook_text(first_notebook)
+    ids = [cell["id"] for cell in json.loads(text)["cells"]]
+    assert len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("notebook_id", paths.notebook_ids())
+def test_jupytext_keeps_nbgrader_metadata(notebook_id):
+    """The .py twin and the .ipynb carry the same nbgrader metadata, cell by cell."""
+    committed = nbformat.read(paths.solution_notebook(notebook_id), as_version=4)
+    twin = jupytext.read(paths.source_text(notebook_id))
+    meta = [c.metadata.get("nbgrader") for c in committed.cells]
+    assert meta == [c.metadata.get("nbgrader") for c in twin.cells]
+    grade_ids = [m["grade_id"] for m in meta if m]
+    assert len(grade_ids) == len(set(grade_ids)), "duplicate grade ids"
+    back = jupytext.writes(committed, fmt="py:percent")
+    assert [
+        c.metadata.get("nbgrader") for c in jupytext.reads(back, fmt="py:percent").cells
+    ] == meta
+
+
+def test_check_names_a_stale_notebook(tmp_path, monkeypatch, first_notebook):
+    for name in ("solutions", "course"):
+        shutil.copytree(paths.REPO_ROOT / name, tmp_path / name)
+    monkeypatch.setattr(paths, "SOLUTIONS_DIR", tmp_path / "solutions")
+    monkeypatch.setattr(paths, "COURSE_DIR", tmp_path / "course")
+    released = tmp_path / "course" / first_notebook / f"{first_notebook}.ipynb"
+    released.write_text(released.read_text().replace("raise NotImplementedError()", "pass"))
+    stale = build.build(check=True, notebook_ids=[first_notebook])
+    assert stale == [released]
+    assert "pass" in released.read_text(), "--check must not rewrite anything"

@@ -1,0 +1,102 @@
+"""``python -m autograder check``: JSON a learner understands, one-line errors on bad input."""
+
+import json
+import shutil
+
+import pytest
+
+from autograder import paths
+from conftest import autograder
+
+
+def _bad_inputs(tmp_path, nb_id):
+    good = paths.release_notebook(nb_id).read_text()
+    d = tmp_path / "bad"
+    d.mkdir()
+    cases = {
+        "missing": (d / f"{nb_id}.ipynb", None, "no such file"),
+        "empty": (d / "e" / f"{nb_id}.ipynb", "", "is empty"),
+        "truncated": (d / "t" / f"{nb_id}.ipynb", good[: len(good) // 2], "not valid JSON"),
+        "corrupt": (d / "c" / f"{nb_id}.ipynb", '{"cells": [}', "not valid JSON"),
+        "binary": (d / "b" / f"{nb_id}.ipynb", b"\x89PNG\r\n\x1a\n\xff\x00", "not a text file"),
+        "not_a_notebook": (
+            d / "n" / f"{nb_id}.ipynb",
+            '{"hello": "world"}',
+            "not a Jupyter notebook",
+        ),
+        "nbformat3": (
+            d / "v3" / f"{nb_id}.ipynb",
+            '{"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": []}',
+            "format 3",
+        ),
+        "invalid_v4": (
+            d / "i" / f"{nb_id}.ipynb",
+            '{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": "x"}]}',
+            "not a valid notebook",
+        ),
+        "wrong_name": (d / "w" / "homework.ipynb", good, "cannot tell which course notebook"),
+        "not_ipynb": (d / "p" / f"{nb_id}.py", good, "expected a .ipynb file"),
+    }
+    for path, content, _ in cases.values():
+        if content is not None:
+            path.parent.mkdir(exist_ok=True)
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content)
+    return cases
+
+
+BAD = [
+    "missing",
+    "empty",
+    "truncated",
+    "corrupt",
+    "binary",
+    "not_a_notebook",
+    "nbformat3",
+    "invalid_v4",
+    "wrong_name",
+    "not_ipynb",
+]
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_bad_input_gets_one_line_error(case, tmp_path, first_notebook):
+    path, _, expected = _bad_inputs(tmp_path, first_notebook)[case]
+    result = autograder("check", str(path))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr + result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], lines
+
+
+def test_bad_input_json_mode(tmp_path, first_notebook):
+    path, _, expected = _bad_inputs(tmp_path, first_notebook)["truncated"]
+    result = autograder("check", str(path), "--json")
+    assert result.returncode == 2
+    assert expected in json.loads(result.stdout)["error"]
+
+
+@pytest.mark.slow
+def test_release_scores_zero_with_a_message_per_cell(tmp_path, first_notebook):
+    learner_copy = tmp_path / "anywhere" / f"{first_notebook}.ipynb"
+    learner_copy.parent.mkdir()
+    shutil.copyfile(paths.release_notebook(first_notebook), learner_copy)
+    result = autograder("check", str(learner_copy), "--json")
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    assert set(report) == {"notebook", "score", "max_score", "cells", "manual"}
+    assert report["score"] == 0 and report["max_score"] > 0
+    for cell in report["cells"]:
+        assert set(cell) == {"grade_id", "score", "max_score", "passed", "message"}
+        assert cell["grade_id"].startswith("test_")
+        assert not cell["passed"] and cell["score"] == 0
+        assert "not implemented yet" in cell["message"], cell
+
+
+@pytest.mark.slow
+def test_solution_scores_full_marks(first_notebook):
+    result = autograder("check", str(paths.solution_notebook(first_notebook)))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "All automatic tests pass" in result.stdout

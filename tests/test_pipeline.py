@@ -1,0 +1,166 @@
+"""The real nbgrader pipeline, driven from the repository's own nbgrader_config.py.
+
+A temporary copy of the course (config, solutions/, a SQLite gradebook) goes through nbgrader's own
+commands: generate_assignment, autograde of several submissions, generate_feedback, export.
+"""
+
+import csv
+import re
+import shutil
+import sys
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from autograder import paths
+from conftest import REPO, run
+
+pytestmark = pytest.mark.slow
+
+
+def _is_test(cell) -> bool:
+    meta = cell.metadata.get("nbgrader", {})
+    return meta.get("grade") and not meta.get("solution")
+
+
+def _first_answer(nb) -> str:
+    return next(
+        c.metadata.nbgrader.grade_id
+        for c in nb.cells
+        if c.metadata.get("nbgrader", {}).get("solution")
+    )
+
+
+def _submissions(nb_id: str) -> dict[str, nbformat.NotebookNode]:
+    """Notebooks for several students, each probing one behaviour of the grading set-up."""
+    solution = nbformat.read(paths.solution_notebook(nb_id), as_version=4)
+    release = nbformat.read(paths.release_notebook(nb_id), as_version=4)
+
+    tampered = nbformat.from_dict(release)  # stub answers, tests edited to pass or deleted
+    for i, cell in enumerate(tampered.cells):
+        if _is_test(cell):
+            cell.source = "pass" if i % 2 else cell.source
+    tampered.cells = [c for i, c in enumerate(tampered.cells) if not (_is_test(c) and i % 3 == 0)]
+
+    deleted_tests = nbformat.from_dict(solution)  # right answers, every test cell deleted
+    deleted_tests.cells = [c for c in deleted_tests.cells if not _is_test(c)]
+
+    noisy = nbformat.from_dict(solution)  # right answers that also write to stderr and warn
+    name = _first_answer(solution)
+    position = next(
+        i
+        for i, c in enumerate(noisy.cells)
+        if c.metadata.get("nbgrader", {}).get("grade_id") == name
+    )
+    noisy.cells.insert(
+        position + 1,
+        nbformat.v4.new_code_cell(
+            "import sys, warnings\n"
+            f"_original = {name}\n"
+            f"def {name}(*args, **kwargs):\n"
+            "    print('debugging output', file=sys.stderr)\n"
+            "    warnings.warn('a harmless warning')\n"
+            "    return _original(*args, **kwargs)\n"
+        ),
+    )
+    return {
+        "correct": solution,
+        "stub": release,
+        "tampered": tampered,
+        "deleted": deleted_tests,
+        "noisy": noisy,
+    }
+
+
+@pytest.fixture(scope="module")
+def graded_course(tmp_path_factory, first_notebook):
+    root = tmp_path_factory.mktemp("course")
+    shutil.copyfile(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
+    shutil.copytree(paths.SOLUTIONS_DIR / first_notebook, root / "solutions" / first_notebook)
+    nbgrader = [sys.executable, "-m", "nbgrader"]
+
+    result = run([*nbgrader, "generate_assignment", first_notebook], cwd=root)
+    assert result.returncode == 0, result.stderr
+    submissions = _submissions(first_notebook)
+    for student, nb in submissions.items():
+        target = root / "submitted" / student / first_notebook / f"{first_notebook}.ipynb"
+        target.parent.mkdir(parents=True)
+        nbformat.write(nb, target)
+    result = run([*nbgrader, "autograde", first_notebook], cwd=root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    result = run([*nbgrader, "generate_feedback", first_notebook], cwd=root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    result = run([*nbgrader, "export"], cwd=root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return root, first_notebook, sorted(submissions)
+
+
+def _scores(root, nb_id, student):
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        sub = gb.find_submission(nb_id, student)
+        grades = [g for nb in sub.notebooks for g in nb.grades if g.cell_type == "code"]
+        return sub.score, sub.max_score, [g.needs_manual_grade for g in grades], len(grades)
+
+
+def test_release_is_generated_where_the_config_says(graded_course):
+    root, nb_id, _ = graded_course
+    released = nbformat.read(root / "course" / nb_id / f"{nb_id}.ipynb", as_version=4)
+    text = "\n".join(c.source for c in released.cells)
+    assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text
+    assert "raise NotImplementedError()" in text
+
+
+def test_correct_submission_gets_full_marks(graded_course):
+    score, max_score, manual, _ = _scores(*graded_course[:2], "correct")
+    assert max_score > 0 and score == max_score and not any(manual)
+
+
+def test_stub_scores_zero(graded_course):
+    score, _, _, _ = _scores(*graded_course[:2], "stub")
+    assert score == 0
+
+
+def test_tampered_tests_are_restored(graded_course):
+    root, nb_id, _ = graded_course
+    score, _, manual, n_tests = _scores(root, nb_id, "tampered")
+    _, _, _, n_expected = _scores(root, nb_id, "correct")
+    assert score == 0 and n_tests == n_expected and not any(manual)
+
+
+def test_deleted_tests_are_added_back_and_pass(graded_course):
+    score, max_score, manual, _ = _scores(*graded_course[:2], "deleted")
+    assert score == max_score and not any(manual)
+
+
+def test_stderr_and_warnings_keep_their_points(graded_course):
+    score, max_score, _, _ = _scores(*graded_course[:2], "noisy")
+    assert score == max_score
+
+
+def test_feedback_hides_hidden_tests(graded_course):
+    root, nb_id, students = graded_course
+    solution_text = paths.solution_notebook(nb_id).read_text()
+    hidden_lines = {
+        line.strip()
+        for block in re.findall(r"BEGIN HIDDEN TESTS(.*?)### END HIDDEN TESTS", solution_text, re.S)
+        for line in block.encode().decode("unicode_escape").splitlines()
+        if len(line.strip().strip('",')) > 8
+    }
+    assert hidden_lines, "the notebook has no hidden tests to hide"
+    for student in students:
+        html = (root / "feedback" / student / nb_id / f"{nb_id}.html").read_text()
+        assert "BEGIN HIDDEN TESTS" not in html
+        assert "hidden tests run here" in html
+        assert "Traceback" not in html
+    stub_html = (root / "feedback" / "stub" / nb_id / f"{nb_id}.html").read_text()
+    assert "NotImplementedError" in stub_html
+
+
+def test_export_lists_every_student(graded_course):
+    root, nb_id, students = graded_course
+    with open(root / "grades.csv", newline="") as f:
+        rows = {r["student_id"]: r for r in csv.DictReader(f) if r["assignment"] == nb_id}
+    assert sorted(rows) == students
+    assert float(rows["stub"]["raw_score"]) == 0
+    assert float(rows["correct"]["raw_score"]) == float(rows["correct"]["max_score"]) > 0
