@@ -13,7 +13,7 @@ EXIT_OK, EXIT_NOT_FULL_MARKS, EXIT_ERROR = 0, 1, 2
 def _cmd_build(args) -> int:
     from autograder.build import build
 
-    stale = build(check=args.check)
+    stale = build(check=args.check, notebook_ids=args.notebooks or None)
     rel = [str(p.relative_to(paths.REPO_ROOT)) for p in stale]
     if args.check:
         if rel:
@@ -72,6 +72,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("build", help="regenerate solutions/*.ipynb and course/ from solutions/*.py")
+    b.add_argument("notebooks", nargs="*", help="notebook ids (default: all)")
     b.add_argument("--check", action="store_true", help="only compare; exit 1 if stale")
     b.set_defaults(func=_cmd_build)
 

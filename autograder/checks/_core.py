@@ -35,6 +35,7 @@ _ERROR_HINTS = {
     "cannot be multiplied": "the matmul shapes do not fit, so check which dimensions you transpose",
     "expected scalar type": "mixing dtypes, so create new tensors with dtype=x.dtype",
     "found dtype": "mixing dtypes, so create new tensors with dtype=x.dtype",
+    "before Module.__init__() call": "call super().__init__() first in __init__",
 }
 
 
@@ -228,7 +229,7 @@ class _OpRecorder(TorchDispatchMode):
         self.names = names
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.names.add(func.name())
+        self.names.add(func._schema.name)
         return func(*args, **(kwargs or {}))
 
 
