@@ -12,9 +12,10 @@ def _pins(lines) -> dict[str, str]:
     for line in lines:
         line = line.split("#")[0].strip()
         if line and not line.startswith("-"):
-            name, sep, version = line.partition("==")
+            requirement, _, marker = line.partition(";")
+            name, sep, version = requirement.partition("==")
             assert sep, f"not pinned exactly: {line!r}"
-            pins[name.strip().lower()] = version.strip()
+            pins[name.strip().lower()] = (version.strip(), marker.strip())
     return pins
 
 
@@ -24,7 +25,7 @@ def requirements() -> dict[str, str]:
 
 def test_torch_is_pinned_exactly():
     """Any torch spec but an exact pin pulls a multi-GB CUDA build."""
-    assert requirements()["torch"] == "2.13.0"
+    assert requirements()["torch"] == ("2.13.0", "")
 
 
 def test_environment_yml_matches_requirements():
