@@ -82,10 +82,14 @@ def describe(args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) 
     return ", ".join(parts) or "no arguments"
 
 
-def _raised_by_learner(exc: BaseException) -> bool:
-    """True when the innermost frame of ``exc`` is outside PyTorch's own code."""
+def _is_stub(exc: NotImplementedError) -> bool:
+    """True for a ``raise NotImplementedError`` written in learner code (not PyTorch's own)."""
     frames = traceback.extract_tb(exc.__traceback__)
-    return bool(frames) and not frames[-1].filename.startswith(_TORCH_DIR)
+    return (
+        bool(frames)
+        and not frames[-1].filename.startswith(_TORCH_DIR)
+        and (frames[-1].line or "raise").startswith("raise")
+    )
 
 
 def _error_hint(exc: BaseException) -> str:
@@ -102,7 +106,8 @@ def call(
 ) -> Any:
     """Call learner code with warnings silenced; turn any exception into a :class:`CheckFailure`.
 
-    ``hint`` (what to look at) is added to the message when the call raises.
+    ``hint`` (what to look at) is added to the message when the call fails on shapes (a
+    ``RuntimeError`` or ``IndexError``); otherwise a hint matching PyTorch's message, if any.
     """
     __tracebackhide__ = True
     kwargs = dict(kwargs or {})
@@ -113,17 +118,18 @@ def call(
         except CheckFailure:
             raise
         except NotImplementedError as exc:
-            if _raised_by_learner(exc):
+            if _is_stub(exc):
                 raise CheckFailure(
                     f"`{name}` is not implemented yet: replace `raise NotImplementedError()` "
                     "with your code."
                 ) from None
             error = exc
-        except Exception as exc:  # noqa: BLE001 - any learner error becomes feedback
+        except Exception as exc:  # any learner error becomes feedback
             error = exc
     first_line = (str(error).strip().splitlines() or [""])[0][:160]
     detail = f" ({first_line})" if first_line else ""
-    advice = hint or _error_hint(error)
+    shape_error = isinstance(error, RuntimeError | IndexError)
+    advice = (hint if shape_error else "") or _error_hint(error)
     advice = f": {advice}" if advice else ""
     raise CheckFailure(
         f"`{name}` raised {type(error).__name__}{detail} on inputs {describe(args, kwargs)}"
@@ -139,7 +145,7 @@ def expect_tensor(value: Any, name: str, what: str = "a tensor") -> torch.Tensor
     return value
 
 
-def expect_pair(value: Any, name: str, first: str, second: str) -> tuple[torch.Tensor, torch.Tensor]:
+def expect_pair(value: Any, name: str, first: str, second: str) -> tuple[torch.Tensor, ...]:
     """Fail unless ``value`` is a pair of tensors ``(first, second)``."""
     __tracebackhide__ = True
     if not isinstance(value, tuple | list) or len(value) != 2:
@@ -186,7 +192,7 @@ def expect_unmodified(
 
 
 def close(actual: torch.Tensor, expected: torch.Tensor, atol=ATOL, rtol=RTOL) -> bool:
-    """Same shape, finite where ``expected`` is, and equal within tolerance."""
+    """Same shape and equal within tolerance (NaN equals nothing)."""
     if actual.shape != expected.shape:
         return False
     return torch.allclose(actual.to(expected.dtype), expected, atol=atol, rtol=rtol)
@@ -208,6 +214,61 @@ def has_nan_or_inf(t: torch.Tensor) -> bool:
     return not bool(torch.isfinite(t).all())
 
 
+SOFTMAX_OVER_QUERIES = (
+    "Your weights' rows do not sum to 1 along the last dimension: softmax is probably taken over "
+    "the query axis (dim=-2) instead of the key axis (dim=-1)."
+)
+
+
+def mixed_mask(gen: torch.Generator, *shape: int) -> torch.Tensor:
+    """Random bool mask in which every row (last dim, size ≥ 2) has a True and a False."""
+    r = torch.rand(*shape, generator=gen)
+    rank = r.argsort(-1).argsort(-1)  # position of each entry when its row is sorted
+    return ((r < 0.5) | (rank == 0)) & (rank != shape[-1] - 1)
+
+
+def check_mask_use(
+    weights: torch.Tensor, mask: torch.Tensor, why_masked_weight: Callable[[], str | None]
+) -> None:
+    """Fail on the classic masking mistakes, judged from the weights ``(..., T, S)`` alone.
+
+    ``why_masked_weight`` explains why masked keys got weight (say, an inverted mask), or
+    returns None for the general advice.
+    """
+    __tracebackhide__ = True
+    allowed = mask.expand_as(weights)  # (..., T, S)
+    empty = ~allowed.any(-1)  # (..., T): queries with no allowed key
+    dead = weights[empty]  # (n, S)
+    if has_nan_or_inf(dead):
+        fail(
+            "A query row with no allowed key gave NaN: softmax over a row of -inf is 0/0, so set "
+            "the weights of rows where mask.any(-1) is False to 0."
+        )
+    if dead.numel() and close(dead, torch.full_like(dead, 1 / weights.shape[-1])):
+        fail(
+            "A query row with no allowed key got uniform weights 1/S: a large finite fill value "
+            "(like -1e9) makes all keys tie, so set the weights of such rows to 0."
+        )
+    if (dead != 0).any():
+        fail("A query row with no allowed key must get all-zero weights.")
+    if has_nan_or_inf(weights):
+        fail(
+            "Your weights contain NaN although the query has an allowed key: multiplying -inf by "
+            "a 0 in the mask gives NaN, so use scores.masked_fill(~mask, float('-inf'))."
+        )
+    if (weights[~allowed] != 0).any():
+        fail(
+            why_masked_weight()
+            or "Masked positions still get weight: set masked scores to float('-inf') before the "
+            "softmax (filling with 0, or multiplying the scores by the mask, leaves them weight)."
+        )
+    if not rows_sum_to_one(weights[~empty]):
+        fail(
+            "Your masked weights are 0 but the rows no longer sum to 1: the mask was applied after "
+            "the softmax; apply it to the scores before the softmax instead."
+        )
+
+
 class _FunctionRecorder(TorchFunctionMode):
     """Records the names of torch functions and methods called while active."""
 
@@ -227,6 +288,11 @@ class _OpRecorder(TorchDispatchMode):
     def __init__(self, names: set[str]):
         super().__init__()
         self.names = names
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # Otherwise the first use imports torch._dynamo, seconds on a small machine.
+        return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.names.add(func._schema.name)

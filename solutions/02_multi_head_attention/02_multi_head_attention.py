@@ -1,0 +1,666 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 02 · Multi-head attention
+#
+# In notebook 01 every query produced **one** set of attention weights: one softmax, one way of
+# mixing the values. Multi-head attention runs several attentions side by side, each on its own
+# learned projection of the input, and combines their results. In this notebook you will:
+#
+# 1. Read the definition and see that "h small projections" is the same as one big projection.
+# 2. **Split** a tensor into heads and **merge** it back (two exercises), and see why `view` alone
+#    silently scrambles tokens.
+# 3. Build the **`MultiHeadAttention`** module (exercise) and show that it equals PyTorch's
+#    `nn.MultiheadAttention` when both share the same weights.
+# 4. **Count its parameters** (exercise) and compute real head configurations (GPT-2, GPT-3).
+# 5. Answer the interview question *"why not one wide head?"* with a count and a measurement.
+# 6. Sort out what heads are, and are not, known to learn.
+#
+# Time: about 2 hours, of which ~50 minutes are exercises. Run each test cell after its exercise;
+# `python -m autograder check 02_multi_head_attention.ipynb` grades the whole notebook.
+#
+# ## Shape legend
+#
+# | symbol | meaning |
+# |---|---|
+# | `B` | batch size |
+# | `T` | number of queries (query sequence length) |
+# | `S` | number of keys/values (`S = T` in self-attention) |
+# | `C` | model width, `d_model` |
+# | `nh` | number of heads |
+# | `hs` | head size, `C // nh` |
+#
+# While heads attend they live in dimension 1: `(B, nh, T, hs)`.
+
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
+import math
+import os
+import time
+import warnings
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from autograder.checks.multihead import (
+    check_merge_heads,
+    check_mha_edge_cases,
+    check_mha_mask,
+    check_mha_matches_torch,
+    check_mha_param_count,
+    check_mha_structure,
+    check_split_heads,
+)
+from autograder.lab import plots
+
+warnings.filterwarnings("ignore")
+torch.manual_seed(0)
+AUTOGRADING = os.environ.get("NBGRADER_EXECUTION") == "autograde"
+# %matplotlib inline
+
+# %% [markdown]
+# ### Given: attention from notebook 01
+#
+# Multi-head attention calls scaled dot-product attention once for all heads. Here is a version of
+# the function you wrote in notebook 01 (it uses `torch.softmax`, which is allowed from now on), so
+# that this notebook stands on its own. If you have not done notebook 01 yet, do it first: this
+# cell is one solution to it.
+
+# %% nbgrader={"grade": false, "grade_id": "given_attention", "locked": true, "schema_version": 3, "solution": false, "task": false}
+def scaled_dot_product_attention(q, k, v, mask=None):
+    """softmax(q kᵀ / √d_k) v. q ``(..., T, d_k)``, k ``(..., S, d_k)``, v ``(..., S, d_v)``.
+
+    ``mask``: bool, broadcastable to ``(..., T, S)``, True = may attend; a query with no allowed
+    key gets zero weights. Returns ``(out (..., T, d_v), weights (..., T, S))``.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., T, S)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)  # (..., T, S)
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)  # fully masked rows: NaN -> 0
+    return weights @ v, weights  # (..., T, d_v), (..., T, S)
+
+
+# %% [markdown]
+# ## 1 · The definition
+#
+# Multi-head attention with $h$ heads (Vaswani et al., 2017):
+#
+# $$\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\,W^O,
+# \qquad \mathrm{head}_i = \mathrm{Attention}(Q W^Q_i,\; K W^K_i,\; V W^V_i).$$
+#
+# Each head $i$ has its own projection matrices $W^Q_i, W^K_i, W^V_i$ of size $C \times hs$, so it
+# looks at the input through its own $hs$-dimensional lens and computes its **own** attention
+# weights. The $h$ outputs, each $hs$ wide, are concatenated back to width $h \cdot hs = C$, and
+# the output projection $W^O$ ($C \times C$) mixes the heads' results. In self-attention,
+# $Q = K = V = X$, the same sequence.
+#
+# The mechanical process, with shapes (B = batch, T = tokens, C = width):
+#
+# ```
+#                  project            split into heads          attend, all heads at once           merge          project
+# query (B, T, C) ─ q_proj ─→ (B, T, C) ─→ (B, nh, T, hs) ─┐
+# key   (B, S, C) ─ k_proj ─→ (B, S, C) ─→ (B, nh, S, hs) ─┼─→ out (B, nh, T, hs) ─→ (B, T, nh·hs = C) ─ out_proj ─→ (B, T, C)
+# value (B, S, C) ─ v_proj ─→ (B, S, C) ─→ (B, nh, S, hs) ─┘     weights (B, nh, T, S): one softmax per head
+# ```
+#
+# Two things make this efficient:
+#
+# - **The $h$ small projections are one big one.** Stack $W^Q_1, \dots, W^Q_h$ side by side and you
+#   get one $C \times C$ matrix, so one `nn.Linear(C, C)` computes every head's queries at once.
+#   Head $h$ owns output features `h*hs : (h+1)*hs` (the layout PyTorch uses too).
+# - **The heads attend in parallel.** Moving heads into dimension 1 makes them a batch dimension,
+#   and one batched matrix product serves them all (notebook 05 measures what that buys).
+#
+# Check the first claim on a small example: the slice of a big projection equals a separate small
+# projection with the matching rows of the weight.
+
+# %%
+C, nh = 8, 2
+hs = C // nh
+q_proj = nn.Linear(C, C, bias=False)  # weight (C_out, C_in): rows h*hs:(h+1)*hs belong to head h
+x = torch.randn(1, 3, C)  # (B, T, C)
+
+all_heads = q_proj(x)  # (B, T, C): every head's queries side by side
+W_q1 = q_proj.weight[1 * hs : 2 * hs]  # (hs, C): head 1's own projection
+head_1 = x @ W_q1.T  # (B, T, C) @ (C, hs) -> (B, T, hs)
+print("head 1's queries = features 4:8 of the big projection:",
+      torch.allclose(head_1, all_heads[..., 1 * hs : 2 * hs]))
+
+# %% [markdown]
+# ## 2 · Splitting into heads
+#
+# After the projection, the queries are a `(B, T, C)` tensor whose last dimension holds the heads
+# side by side. Attention wants `(B, nh, T, hs)`: for each head, a `(T, hs)` matrix of its queries.
+# Two steps get there:
+#
+# 1. `x.view(B, T, nh, hs)` cuts each token's `C` features into `nh` consecutive chunks of `hs`.
+#    That matches the ownership rule: chunk `h` holds head `h`'s features.
+# 2. `.transpose(1, 2)` swaps the token and head dimensions: `(B, T, nh, hs) -> (B, nh, T, hs)`.
+#
+# Why not `x.view(B, nh, T, hs)` in one go? It has the right *shape*, but `view` never moves
+# numbers. It only reads the same memory with new sizes. In memory, a `(B, T, C)` tensor is stored
+# token after token. Reading it as `(nh, T, hs)` cuts that stream into `nh` blocks of `T·hs`
+# numbers, so "head 0" receives the *first few tokens, all features*, instead of *all tokens,
+# its own features*. No error is raised, and the model trains on scrambled heads.
+#
+# The picture shows a `(1, 4, 8)` input split into 2 heads. Cell `B5` is feature 5 of token B,
+# coloured by the head that should own feature 5.
+
+# %%
+plots.plot_head_layout(T=4, C=8, num_heads=2)
+plt.show()
+
+# %% [markdown]
+# With `view` + `transpose`, head 0 is all blue: every token (A–D), only head 0's features (0–3).
+# With `view` alone, "head 0" sees only tokens A and B and mixes both heads' features, while
+# tokens C and D are missing from it altogether.
+#
+# ### Exercise 1 · `split_heads`
+#
+# **Difficulty** ●○○ · **Importance** ★★★ (the classic silent bug) · **Time** ~10 min
+#
+# <details><summary>Hint 1</summary>
+#
+# Read `B, T, C = x.shape` and compute `hs = C // num_heads` first.
+# </details>
+#
+# <details><summary>Hint 2</summary>
+#
+# `x.view(B, T, num_heads, hs).transpose(1, 2)`. If the input may not be contiguous, `reshape`
+# instead of `view` works in every case.
+# </details>
+
+# %% nbgrader={"grade": false, "grade_id": "split_heads", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """Split the last dimension into heads and move heads next to the batch.
+
+    Head ``h`` gets features ``h*hs : (h+1)*hs`` of every token.
+
+    Args:
+        x: ``(B, T, C)`` with ``C`` divisible by ``num_heads``.
+        num_heads: ``nh``.
+
+    Returns:
+        ``(B, nh, T, hs)`` with ``hs = C // nh``.
+    """
+    ### BEGIN SOLUTION
+    B, T, C = x.shape
+    return x.reshape(B, T, num_heads, C // num_heads).transpose(1, 2)  # (B, T, nh, hs) -> (B, nh, T, hs)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_split_heads_layout", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""split_heads gives (B, nh, T, hs) and head h holds features h*hs:(h+1)*hs of every token."""
+check_split_heads(split_heads)
+### BEGIN HIDDEN TESTS
+check_split_heads(split_heads, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Draw what *your* function does (last row); it should match the middle row.
+
+# %%
+plots.plot_head_layout(T=4, C=8, num_heads=2, split_fn=split_heads)
+plt.show()
+
+# %% [markdown]
+# ## 3 · Merging heads back
+#
+# After attention each head has produced `(B, nh, T, hs)`. To concatenate the heads, undo the
+# split: transpose back to `(B, T, nh, hs)`, then flatten the last two dimensions into `C = nh·hs`.
+# That puts head 0's features first, then head 1's, and so on: exactly $\mathrm{Concat}(\mathrm{head}_1,
+# \dots, \mathrm{head}_h)$.
+#
+# One catch: after `transpose`, the tensor is no longer stored row by row (it is not
+# *contiguous*), and `view` refuses to flatten it. Use `.reshape(...)`, which copies when it must,
+# or `.contiguous().view(...)`.
+#
+# ### Exercise 2 · `merge_heads`
+#
+# **Difficulty** ●○○ · **Importance** ★★★ · **Time** ~5 min
+#
+# <details><summary>Hint</summary>
+#
+# `x.transpose(1, 2).reshape(B, T, nh * hs)`, with `B, nh, T, hs = x.shape`.
+# </details>
+
+# %% nbgrader={"grade": false, "grade_id": "merge_heads", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """Concatenate the heads: the inverse of ``split_heads``.
+
+    Args:
+        x: ``(B, nh, T, hs)``.
+
+    Returns:
+        ``(B, T, nh*hs)``, with head ``h`` in features ``h*hs : (h+1)*hs``.
+    """
+    ### BEGIN SOLUTION
+    B, nh, T, hs = x.shape
+    return x.transpose(1, 2).reshape(B, T, nh * hs)  # (B, T, nh, hs) -> (B, T, C)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_merge_heads_layout", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""merge_heads gives (B, T, nh*hs) with head h in features h*hs:(h+1)*hs, for non-contiguous input too."""
+check_merge_heads(merge_heads)
+### BEGIN HIDDEN TESTS
+check_merge_heads(merge_heads, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Why a round-trip test is not enough
+#
+# A tempting test is "`merge_heads(split_heads(x))` gives back `x`". Yours passes it. But so does
+# the *wrong* pair, `view` alone in both directions, because one `view` exactly undoes the other:
+
+# %%
+def split_view_only(x, num_heads):  # WRONG: has the right shape, scrambles tokens
+    B, T, C = x.shape
+    return x.view(B, num_heads, T, C // num_heads)
+
+
+def merge_view_only(x):  # WRONG: the matching inverse
+    B, nh, T, hs = x.shape
+    return x.reshape(B, T, nh * hs)
+
+
+x = torch.randn(2, 5, 12)  # (B, T, C)
+print("correct pair round-trips:", torch.equal(merge_heads(split_heads(x, 3)), x))
+print("wrong pair round-trips:  ", torch.equal(merge_view_only(split_view_only(x, 3)), x))
+print("but the wrong split differs from yours:", not torch.equal(split_view_only(x, 3), split_heads(x, 3)))
+
+# %% [markdown]
+# A round trip only proves the two functions are inverses of each other. The checks above test
+# what a head *means* (which token and which features land where), and later the whole module is
+# compared with PyTorch's. A wrong merge has slipped past shape-only tests in other courses, so
+# this is worth remembering when you test your own code.
+#
+# ## 4 · The `MultiHeadAttention` module
+#
+# ### Exercise 3 · `MultiHeadAttention`
+#
+# **Difficulty** ●●○ · **Importance** ★★★ · **Time** ~25 min
+#
+# Fill in `__init__` and `forward`:
+#
+# - `__init__`: raise a `ValueError` with a clear message when `d_model` is not divisible by
+#   `num_heads`; store `num_heads`; create `q_proj`, `k_proj`, `v_proj` and `out_proj`, each an
+#   `nn.Linear(d_model, d_model, bias=bias)`. Use exactly these names: the tests and the weight
+#   copy in section 5 rely on them.
+# - `forward`: follow the diagram in section 1: project, split, attend (one call for all heads),
+#   merge, project. `key` and `value` default to `query` (self-attention). Pass `mask` straight to
+#   `scaled_dot_product_attention`; it broadcasts against `(B, nh, T, S)`, so a `(T, S)` mask
+#   applies to every sequence and head, and a `(B, 1, T, S)` or `(B, 1, 1, S)` mask to every head.
+# - Return the output `(B, T, C)` and the per-head weights `(B, nh, T, S)`.
+#
+# <details><summary>Hint 1: the order of operations</summary>
+#
+# `q = split_heads(self.q_proj(query), self.num_heads)`, the same for `k` and `v`; then
+# `out, weights = scaled_dot_product_attention(q, k, v, mask)`; then
+# `self.out_proj(merge_heads(out))`.
+# </details>
+#
+# <details><summary>Hint 2: if your output differs from PyTorch's</summary>
+#
+# Check that the output projection comes *after* the merge, that you divide by √hs (the head size,
+# which `scaled_dot_product_attention` reads from the last dimension of `q`), not by √C, and that
+# `key`/`value` go through `k_proj`/`v_proj`, not `q_proj`.
+# </details>
+
+# %% nbgrader={"grade": false, "grade_id": "MultiHeadAttention", "locked": false, "schema_version": 3, "solution": true, "task": false}
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention, batch first, with the weight layout of ``nn.MultiheadAttention``.
+
+    Attributes:
+        num_heads: ``nh``.
+        q_proj, k_proj, v_proj, out_proj: ``nn.Linear(d_model, d_model, bias=bias)``; head ``h``
+            uses output features ``h*hs : (h+1)*hs`` of ``q_proj``, ``k_proj`` and ``v_proj``.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, bias: bool = True):
+        """Raise ``ValueError`` when ``d_model`` is not divisible by ``num_heads``."""
+        super().__init__()
+        ### BEGIN SOLUTION
+        if d_model % num_heads != 0:
+            raise ValueError(
+                f"d_model={d_model} must be divisible by num_heads={num_heads} "
+                "so that every head gets the same size"
+            )
+        self.num_heads = num_heads
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        ### END SOLUTION
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor | None = None,
+        value: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attend from ``query`` to ``key``/``value``.
+
+        Args:
+            query: ``(B, T, C)``.
+            key: ``(B, S, C)``; defaults to ``query``.
+            value: ``(B, S, C)``; defaults to ``query``.
+            mask: optional bool, broadcastable to ``(B, nh, T, S)``; True = may attend.
+
+        Returns:
+            ``(out, weights)``: out ``(B, T, C)``, weights ``(B, nh, T, S)``.
+        """
+        ### BEGIN SOLUTION
+        key = query if key is None else key
+        value = query if value is None else value
+        q = split_heads(self.q_proj(query), self.num_heads)  # (B, T, C) -> (B, nh, T, hs)
+        k = split_heads(self.k_proj(key), self.num_heads)  # (B, S, C) -> (B, nh, S, hs)
+        v = split_heads(self.v_proj(value), self.num_heads)  # (B, S, C) -> (B, nh, S, hs)
+        out, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, nh, T, hs), (B, nh, T, S)
+        return self.out_proj(merge_heads(out)), weights  # (B, nh, T, hs) -> (B, T, C)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_MultiHeadAttention_structure", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""MultiHeadAttention has num_heads, four d_model x d_model projections and rejects d_model % num_heads != 0."""
+check_mha_structure(MultiHeadAttention)
+### BEGIN HIDDEN TESTS
+check_mha_structure(MultiHeadAttention, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_MultiHeadAttention_matches_torch", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+"""MultiHeadAttention equals nn.MultiheadAttention with the same weights: outputs and per-head weights."""
+check_mha_matches_torch(MultiHeadAttention)
+### BEGIN HIDDEN TESTS
+check_mha_matches_torch(MultiHeadAttention, seed=1, thorough=True)
+check_mha_edge_cases(MultiHeadAttention, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_MultiHeadAttention_mask", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""MultiHeadAttention applies the mask (True = may attend) to every head; fully masked rows give zeros."""
+check_mha_mask(MultiHeadAttention)
+### BEGIN HIDDEN TESTS
+check_mha_mask(MultiHeadAttention, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 5 · Your module equals `nn.MultiheadAttention`: shown, not only asserted
+#
+# PyTorch's `nn.MultiheadAttention` stores the three input projections stacked in one
+# `in_proj_weight` of shape `(3C, C)` (queries, then keys, then values) and the output projection in
+# `out_proj`. Copy your weights into it and compare. Two differences in its interface matter:
+#
+# - It defaults to `batch_first=False`, meaning inputs shaped `(T, B, C)`. Pass
+#   `batch_first=True` for `(B, T, C)`.
+# - Its `attn_mask` uses the **opposite** meaning (True = *not* allowed), so pass `~mask`.
+#   It averages the weights over heads unless `average_attn_weights=False`.
+
+# %%
+B, T, C, nh = 2, 5, 16, 4
+mha = MultiHeadAttention(C, nh)
+torch_mha = nn.MultiheadAttention(C, nh, batch_first=True)
+with torch.no_grad():
+    torch_mha.in_proj_weight.copy_(
+        torch.cat([mha.q_proj.weight, mha.k_proj.weight, mha.v_proj.weight])  # (3C, C)
+    )
+    torch_mha.in_proj_bias.copy_(torch.cat([mha.q_proj.bias, mha.k_proj.bias, mha.v_proj.bias]))
+    torch_mha.out_proj.weight.copy_(mha.out_proj.weight)
+    torch_mha.out_proj.bias.copy_(mha.out_proj.bias)
+
+x = torch.randn(B, T, C)  # (B, T, C)
+mask = torch.ones(T, T, dtype=torch.bool).tril()  # (T, S): query t may attend to keys <= t
+ours, ours_w = mha(x, mask=mask)  # (B, T, C), (B, nh, T, S)
+theirs, theirs_w = torch_mha(x, x, x, attn_mask=~mask, average_attn_weights=False)
+print("outputs, largest difference:", (ours - theirs).abs().max().item())
+print("weights, largest difference:", (ours_w - theirs_w).abs().max().item())
+
+# %% [markdown]
+# Equal to float32 rounding, per-head weights included. Now the two interface mistakes. Neither
+# raises an error; both change the numbers:
+
+# %%
+wrong_mask, _ = torch_mha(x, x, x, attn_mask=mask)  # our mask meaning passed unchanged
+nan_rows = wrong_mask.isnan().any(-1)  # (B, T): queries whose output is NaN
+print("mask not inverted: queries with NaN output:", nan_rows[0].nonzero().flatten().tolist(),
+      "| largest difference on the others:", (wrong_mask - ours)[~nan_rows].abs().max().item())
+
+seq_first = nn.MultiheadAttention(C, nh)  # batch_first=False: reads x as (T=2, B=5, C)
+seq_first.load_state_dict(torch_mha.state_dict())
+wrong_layout, _ = seq_first(x, x, x)
+print("batch_first forgotten, output shape", tuple(wrong_layout.shape),
+      "| largest difference from ours (no mask):", (wrong_layout - mha(x)[0]).abs().max().item())
+
+# %% [markdown]
+# With the mask not inverted, every query may look only at *later* tokens, and the last query at
+# none at all. For that query `nn.MultiheadAttention` returns NaN (it has no "zeros for an empty
+# row" rule like ours). The other outputs are simply wrong.
+#
+# Forgetting `batch_first=True` is especially sneaky: the shapes still fit, but attention now
+# mixes the *examples in the batch* at each position instead of the tokens of each sequence.
+#
+# ## 6 · Counting parameters
+#
+# Each of the four projections is a $C \times C$ weight matrix plus (optionally) a bias of length
+# $C$. Notice what is *not* in that sentence: the number of heads.
+#
+# ### Exercise 4 · `mha_param_count`
+#
+# **Difficulty** ●○○ · **Importance** ★★☆ · **Time** ~5 min
+#
+# Return the number of trainable parameters of `MultiHeadAttention(d_model, num_heads, bias)` with a
+# formula. Do not build the module. Raise a `ValueError` when `d_model` is not divisible by
+# `num_heads`, as the module does.
+#
+# <details><summary>Hint</summary>
+#
+# Four matrices of `d_model * d_model` weights, plus four biases of `d_model` when `bias` is True.
+# </details>
+
+# %% nbgrader={"grade": false, "grade_id": "mha_param_count", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def mha_param_count(d_model: int, num_heads: int, bias: bool = True) -> int:
+    """Trainable parameters of ``MultiHeadAttention(d_model, num_heads, bias)``, by formula.
+
+    ``ValueError`` when ``d_model`` is not divisible by ``num_heads``.
+    """
+    ### BEGIN SOLUTION
+    if d_model % num_heads != 0:
+        raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
+    return 4 * (d_model * d_model + (d_model if bias else 0))
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_mha_param_count_values", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""mha_param_count agrees with the parameters of nn.MultiheadAttention, with and without bias."""
+check_mha_param_count(mha_param_count)
+### BEGIN HIDDEN TESTS
+check_mha_param_count(mha_param_count, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Compare your formula with the modules themselves, at GPT-2 small's size ($C = 768$, 12 heads).
+# GPT-2's attention layers have biases, so this is the parameter count of one of its 12 attention
+# layers:
+
+# %%
+counted = sum(p.numel() for p in MultiHeadAttention(768, 12).parameters())
+torch_counted = sum(p.numel() for p in nn.MultiheadAttention(768, 12).parameters())
+print(f"formula {mha_param_count(768, 12):,} | your module {counted:,} | PyTorch's {torch_counted:,}")
+
+# %% [markdown]
+# ### How many heads do real models use?
+#
+# Common choices are 8, 12 or 16 heads; the largest models use many more. Designers usually fix
+# the head size at 64 or 128 and let the head count grow with the width:
+
+# %%
+models = {  # name: (d_model C, heads nh), from the models' published configurations
+    "Transformer base (2017)": (512, 8),
+    "BERT-base / GPT-2 small": (768, 12),
+    "BERT-large / GPT-2 medium": (1024, 16),
+    "GPT-2 XL": (1600, 25),
+    "Llama 2 7B": (4096, 32),
+    "GPT-3 175B": (12288, 96),
+}
+for name, (d_model, heads) in models.items():
+    print(f"{name:26s} C = {d_model:6,d} = {heads:3d} heads × {d_model // heads:3d} per head")
+
+# %% [markdown]
+# ## 7 · Why not one wide head?
+#
+# A popular interview question. First the count: at a fixed width $C$, one head of size $C$ and
+# twelve heads of size $C/12$ have **exactly** the same parameters, because the projections are
+# $C \times C$ either way. Your function says so:
+
+# %%
+counts = {f"{n} head{'s' * (n > 1)} × {768 // n}": mha_param_count(768, n) for n in (1, 12, 768)}
+plots.plot_param_counts(counts, title="Attention parameters at C = 768")
+plt.show()
+
+# %% [markdown]
+# So the difference is not size. It is **how many independent weightings** the layer can use at
+# once. Each head has its own softmax, so each head chooses its own distribution over positions.
+# One head gives each query a single weighted average of the values. With $h$ heads, each query
+# can read $h$ different mixtures, one per head, each into its own $hs$ features, and the output
+# projection combines them.
+#
+# The price: each head's scores are dot products in only $hs$ dimensions, so with very many heads
+# each one's query–key comparison becomes coarse (the extreme above, 768 heads of size 1, compares
+# single numbers). More heads is a trade of head size for head count, not a free improvement.
+#
+# ### A measured demo: a job for two heads
+#
+# A toy task. Each of 6 tokens carries 8 random features plus a one-hot position (so $C = 16$).
+# The target at **every** position is the first token's features followed by the last token's
+# features: the layer must read two positions at once.
+#
+# - **Two heads (size 8):** one head can attend to the first token and copy it into its 8 features,
+#   the other to the last token.
+# - **One head (size 16):** one softmax means one mixture, $a\,v_{\text{first}} + (1-a)\,v_{\text{last}}$.
+#   Getting both halves right would need $a = 1$ and $1 - a = 1$. Its best compromise (an
+#   average) has a squared error of about 0.5, where predicting zeros gives 1.0.
+#
+# Same parameter count, same data, same optimiser: let's train your module both ways (about a
+# second; skipped during grading).
+
+# %%
+def first_and_last_batch(batch_size, T=6, d=8, generator=None):
+    """x: (B, T, 2d) = random content + one-hot position; target: (B, T, 2d) = [first, last]."""
+    content = torch.randn(batch_size, T, d, generator=generator)  # (B, T, d)
+    position = torch.eye(T, d).expand(batch_size, T, d)  # (B, T, d): one-hot position
+    x = torch.cat([content, position], dim=-1)  # (B, T, 2d)
+    target = torch.cat([content[:, :1], content[:, -1:]], dim=-1).expand(-1, T, -1)  # (B, T, 2d)
+    return x, target
+
+
+def train_toy(num_heads, steps=200, seed=0):
+    """Train MultiHeadAttention(16, num_heads) on the task; return the model and its losses."""
+    torch.manual_seed(seed)
+    model = MultiHeadAttention(16, num_heads)
+    optimiser = torch.optim.Adam(model.parameters(), lr=1e-2)
+    data = torch.Generator().manual_seed(seed)
+    losses = []
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tensors this small train fastest on one thread
+    try:
+        for _ in range(steps):
+            x, target = first_and_last_batch(64, generator=data)
+            loss = F.mse_loss(model(x)[0], target)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            losses.append(loss.item())
+    finally:
+        torch.set_num_threads(threads)
+    return model, losses
+
+
+if AUTOGRADING:
+    print("Skipped while grading.")
+else:
+    start = time.perf_counter()
+    toy = {n: train_toy(n) for n in (1, 2)}  # {num_heads: (model, losses)}
+    x_test, target_test = first_and_last_batch(2048, generator=torch.Generator().manual_seed(123))
+    with torch.no_grad():
+        for n, (model, _) in toy.items():
+            test_loss = F.mse_loss(model(x_test)[0], target_test).item()
+            print(f"{n} head{'s' * (n > 1)}: test MSE {test_loss:.4f} "
+                  f"({sum(p.numel() for p in model.parameters())} parameters)")
+    print(f"trained both in {time.perf_counter() - start:.1f} s")
+    plots.plot_loss_curves({f"{n} head{'s' * (n > 1)}": losses for n, (_, losses) in toy.items()},
+                           title="Copy the first and the last token", ylabel="training MSE")
+    plt.show()
+
+# %% [markdown]
+# Two heads drive the error to about zero; one head stalls near 0.5, the error of the averaging
+# compromise described above. Same parameters, very different ability. Look at what each model
+# learned to attend to, for one example:
+
+# %%
+if not AUTOGRADING:
+    labels = [f"pos {t}" for t in range(6)]
+    with torch.no_grad():
+        for n, (model, _) in toy.items():
+            weights = model(x_test[:1])[1][0]  # (nh, T, S) for the first example
+            plots.attention_heatmaps(weights, labels, labels,
+                                     suptitle=f"{n} head{'s' * (n > 1)}, after training")
+    plt.show()
+
+# %% [markdown]
+# The two-head model split the job between its heads: one reads the first position, the other the
+# last, from every query. The one-head model must share a single weighting between both tokens.
+# This toy was designed so the split is clean. In a real model, a job is rarely this tidy.
+#
+# ## 8 · What heads learn, and what they do not
+#
+# It is tempting to picture each head with a job title ("the coreference head", "the subject–verb
+# head"). The evidence is more mixed:
+#
+# - **Some heads do specialise.** Voita et al. (2019) found, in translation Transformers, heads
+#   that attend to the neighbouring token, heads that follow particular syntactic relations, and a
+#   head that attends to rare words. These specialised heads were the ones that mattered most.
+# - **Many heads can be removed.** In the same study, pruning 38 of the 48 encoder heads cost only
+#   about 0.15 BLEU. Michel et al. (2019) removed a large share of heads at test time without a
+#   significant drop, and some layers worked with a single head. Note what these results are
+#   about: removing heads from a model *after* it was trained with all of them. They do not show
+#   that a model trained with fewer heads from the start would do as well.
+# - **Real heads have no clean labels.** What a head does emerges from training, nobody assigns
+#   it. A head's pattern often depends on the input, several heads can overlap, and a head that
+#   looks meaningful in a heatmap may hardly affect the output. Attention patterns are evidence,
+#   not explanations.
+# - **More heads is not unconditionally better.** At a fixed width, more heads means smaller
+#   heads. The head count is tuned with depth and width, as the table in section 6 shows.
+#
+# Notebook 07 lets you measure these claims on a small trained model: head entropy,
+# previous-token heads, and how much the loss rises when you remove each head.
+#
+# ## Summary
+#
+# - $\mathrm{MultiHead}(Q,K,V) = \mathrm{Concat}(\mathrm{head}_1..\mathrm{head}_h)W^O$ with
+#   $\mathrm{head}_i = \mathrm{Attention}(QW^Q_i, KW^K_i, VW^V_i)$. In code: project, split, attend
+#   in parallel, merge, project.
+# - Split = `view(B, T, nh, hs)` + `transpose(1, 2)`; `view` alone scrambles tokens without any
+#   error, and a round-trip test cannot catch it.
+# - Your module equals `nn.MultiheadAttention` when the weights are copied, once you account for
+#   `batch_first=False` and its inverted mask.
+# - Parameters: $4(C^2 + C)$, whatever the number of heads.
+# - Several heads buy several independent softmax weightings per query, at the cost of smaller
+#   heads.
+#
+# **Interview answer, in one breath:** *"Same parameters either way. What heads add is several
+# independent attention distributions per token. One softmax gives one weighted average, so a
+# single wide head cannot attend to, say, the subject and the previous word at once, while
+# separate heads can, each in its own subspace. All heads run as one batched matrix product, so
+# they cost little extra time."*
+#
+# **Next:** notebook 03 builds masks (causal, padding) and notebook 05 measures why running the
+# heads in parallel beats running them one after another.

@@ -1,0 +1,96 @@
+"""The notebook 01 checks pass correct implementations and name each classic mistake."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from mistakes import Mistake, stub
+from mistakes import attention as impls
+
+from autograder.checks import attention as checks
+from autograder.checks._core import CheckFailure
+
+SOFTMAX_CHECKS = [
+    checks.check_softmax_values,
+    checks.check_softmax_stable,
+    checks.check_softmax_no_builtin,
+    checks.check_softmax_properties,
+]
+SDPA_CHECKS = [
+    checks.check_sdpa_shapes,
+    checks.check_sdpa_values,
+    checks.check_sdpa_mask,
+    checks.check_sdpa_properties,
+]
+RUNS = [{"seed": 0}, {"seed": 3, "thorough": True}]
+
+
+def _ids(x):
+    return getattr(x, "__name__", None) or str(x)
+
+
+def assert_diagnosed(mistake: Mistake, seed: int) -> None:
+    """``mistake`` fails its check with one learner-facing line containing the diagnosis."""
+    with pytest.raises(CheckFailure) as info:
+        mistake.check(mistake.impl, seed=seed)
+    message = str(info.value)
+    assert mistake.diagnosis in message, message
+    assert "\n" not in message and message.endswith("."), message
+    assert "tensor(" not in message, message  # shapes only, never values
+
+
+@pytest.mark.parametrize("run", RUNS, ids=str)
+@pytest.mark.parametrize("check", SOFTMAX_CHECKS, ids=_ids)
+@pytest.mark.parametrize("impl", impls.CORRECT_SOFTMAX.values(), ids=impls.CORRECT_SOFTMAX)
+def test_correct_softmax_passes(impl, check, run):
+    check(impl, **run)
+
+
+@pytest.mark.parametrize("run", RUNS, ids=str)
+@pytest.mark.parametrize("check", SDPA_CHECKS, ids=_ids)
+@pytest.mark.parametrize("impl", impls.CORRECT_SDPA.values(), ids=impls.CORRECT_SDPA)
+def test_correct_sdpa_passes(impl, check, run):
+    check(impl, **run)
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+@pytest.mark.parametrize("mistake", impls.MISTAKES, ids=str)
+def test_mistake_is_diagnosed(mistake, seed):
+    assert_diagnosed(mistake, seed)
+
+
+@pytest.mark.parametrize("check", SOFTMAX_CHECKS + SDPA_CHECKS, ids=_ids)
+def test_stub_is_not_implemented_yet(check):
+    with pytest.raises(CheckFailure, match="is not implemented yet: replace `raise Not"):
+        check(stub)
+
+
+def test_learner_warnings_and_errors_become_one_sentence():
+    def noisy_then_broken(x, dim=-1):
+        warnings.warn("learner warning", stacklevel=1)
+        return x.sum(dim=5)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(CheckFailure) as info:
+            checks.check_softmax_values(noisy_then_broken)
+    assert not caught
+    assert str(info.value).startswith("`softmax` raised IndexError")
+    assert "(4, 7) float64, dim=-1" in str(info.value)
+    assert isinstance(info.value, AssertionError)
+
+
+def test_wrong_return_type_is_explained():
+    with pytest.raises(CheckFailure, match="should return a pair `\\(out, weights\\)`"):
+        checks.check_sdpa_shapes(lambda q, k, v, mask=None: q @ k.mT @ v)
+    with pytest.raises(CheckFailure, match="should return a tensor, but it returned list"):
+        checks.check_softmax_values(lambda x, dim=-1: x.tolist())
+
+
+def test_checks_do_not_change_global_rng():
+    state = torch.random.get_rng_state()
+    for check in SDPA_CHECKS:
+        check(impls.sdpa_matmul, thorough=True)
+    assert torch.equal(state, torch.random.get_rng_state())
