@@ -19,7 +19,7 @@ def _cmd_build(args) -> int:
         if rel:
             print("out of date (run `python -m autograder build`):", *rel, sep="\n  ")
             return EXIT_NOT_FULL_MARKS
-        print(f"up to date: {len(paths.notebook_ids())} notebooks")
+        print(f"up to date: {len(args.notebooks or paths.notebook_ids())} notebook(s)")
         return EXIT_OK
     print(f"rebuilt {len(rel)} file(s)" + "".join(f"\n  {r}" for r in rel))
     return EXIT_OK
@@ -61,6 +61,12 @@ def _cmd_validate(args) -> int:
     return EXIT_OK if validate(args.notebooks or None) else EXIT_NOT_FULL_MARKS
 
 
+def _cmd_grade(args) -> int:
+    from autograder.classroom.commands import run
+
+    return run(args)
+
+
 def _cmd_lab(args) -> int:
     from autograder.lab_launcher import launch
 
@@ -84,6 +90,10 @@ def parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="CI gate: solutions pass, releases fail")
     v.add_argument("notebooks", nargs="*", help="notebook ids (default: all)")
     v.set_defaults(func=_cmd_validate)
+
+    from autograder.classroom.commands import add_parsers
+
+    add_parsers(sub, _cmd_grade)  # grade (a whole class) and merge (gradebooks)
 
     lab = sub.add_parser("lab", help="copy new notebooks into work/ and open JupyterLab there")
     lab.add_argument("jupyter_args", nargs=argparse.REMAINDER, help="passed to jupyter lab")

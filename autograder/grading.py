@@ -88,30 +88,34 @@ def _messages(notebook: Path) -> dict[str, str]:
     return messages
 
 
+def _graded_cells(notebook_id: str) -> tuple[list[str], set[str]]:
+    """The instructor notebook's grade ids in order, and those graded by hand (written answers)."""
+    nb = nbformat.read(paths.solution_notebook(notebook_id), as_version=4)
+    meta = [c.metadata["nbgrader"] for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    return [m["grade_id"] for m in meta], {m["grade_id"] for m in meta if m.get("solution")}
+
+
 def _result_from_gradebook(run: NbgraderRun, sub: Submission) -> NotebookResult:
     result = NotebookResult(notebook=str(sub.path), notebook_id=sub.notebook_id)
     messages = _messages(run.autograded_notebook(sub.notebook_id, sub.student_id))
+    order, manual = _graded_cells(sub.notebook_id)
     with run.gradebook() as gb:
         submission = gb.find_submission(sub.notebook_id, sub.student_id)
-        for nb in submission.notebooks:
-            for grade in nb.grades:
-                if grade.auto_score is None and grade.cell_type == "markdown":
-                    result.manual.append({"grade_id": grade.name, "max_score": grade.max_score})
-                    continue
-                score = float(grade.auto_score or 0.0)
-                passed = score >= grade.max_score
-                message = "" if passed else messages.get(grade.name, "this test did not pass")
-                result.cells.append(
-                    CellResult(grade.name, score, float(grade.max_score), passed, message)
-                )
+        grades = [
+            (g.name, g.auto_score, g.max_score) for nb in submission.notebooks for g in nb.grades
+        ]
+    position = {grade_id: i for i, grade_id in enumerate(order)}
+    for name, auto_score, max_score in sorted(grades, key=lambda g: position.get(g[0], len(order))):
+        if name in manual:
+            result.manual.append({"grade_id": name, "max_score": float(max_score)})
+            continue
+        score = float(auto_score or 0.0)
+        passed = score >= max_score
+        message = "" if passed else messages.get(name, "this test did not pass")
+        result.cells.append(CellResult(name, score, float(max_score), passed, message))
     result.score = sum(c.score for c in result.cells)
     result.max_score = sum(c.max_score for c in result.cells)
     return result
-
-
-def _cell_order(notebook_id: str) -> list[str]:
-    nb = nbformat.read(paths.solution_notebook(notebook_id), as_version=4)
-    return [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if "nbgrader" in c.metadata]
 
 
 def _grade_one(run: NbgraderRun, sub: Submission) -> NotebookResult:
@@ -124,10 +128,7 @@ def _grade_one(run: NbgraderRun, sub: Submission) -> NotebookResult:
             notebook_id=sub.notebook_id,
             error=f"nbgrader could not grade this notebook: {reason}",
         )
-    result = _result_from_gradebook(run, sub)
-    order = {gid: i for i, gid in enumerate(_cell_order(sub.notebook_id))}
-    result.cells.sort(key=lambda c: order.get(c.grade_id, len(order)))
-    return result
+    return _result_from_gradebook(run, sub)
 
 
 def grade_submissions(submissions: list[Submission]) -> list[NotebookResult]:

@@ -5,6 +5,7 @@ commands: generate_assignment, autograde of several submissions, generate_feedba
 """
 
 import csv
+import html
 import re
 import shutil
 import sys
@@ -14,6 +15,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from autograder import paths
+from autograder.feedback import HIDDEN_REGION
 from conftest import REPO, run
 
 pytestmark = pytest.mark.slow
@@ -138,23 +140,31 @@ def test_stderr_and_warnings_keep_their_points(graded_course):
     assert score == max_score
 
 
+def _hidden_test_lines(nb_id: str) -> set[str]:
+    nb = nbformat.read(paths.solution_notebook(nb_id), as_version=4)
+    return {
+        line.strip()
+        for cell in nb.cells
+        if _is_test(cell)
+        for region in HIDDEN_REGION.findall(cell.source)
+        for line in region.splitlines()[1:-1]
+        if line.strip()
+    }
+
+
 def test_feedback_hides_hidden_tests(graded_course):
     root, nb_id, students = graded_course
-    solution_text = paths.solution_notebook(nb_id).read_text()
-    hidden_lines = {
-        line.strip()
-        for block in re.findall(r"BEGIN HIDDEN TESTS(.*?)### END HIDDEN TESTS", solution_text, re.S)
-        for line in block.encode().decode("unicode_escape").splitlines()
-        if len(line.strip().strip('",')) > 8
-    }
-    assert hidden_lines, "the notebook has no hidden tests to hide"
+    hidden = _hidden_test_lines(nb_id)
+    assert hidden, "the notebook has no hidden tests to hide"
     for student in students:
-        html = (root / "feedback" / student / nb_id / f"{nb_id}.html").read_text()
-        assert "BEGIN HIDDEN TESTS" not in html
-        assert "hidden tests run here" in html
-        assert "Traceback" not in html
-    stub_html = (root / "feedback" / "stub" / nb_id / f"{nb_id}.html").read_text()
-    assert "NotImplementedError" in stub_html
+        page = (root / "feedback" / student / nb_id / f"{nb_id}.html").read_text()
+        text = html.unescape(re.sub(r"<[^>]+>", "", page))
+        assert "BEGIN HIDDEN TESTS" not in text
+        assert "hidden tests run here" in text
+        leaked = [line for line in hidden if line in text]
+        assert not leaked, f"{student}'s feedback shows hidden test code: {leaked[:2]}"
+    stub_text = (root / "feedback" / "stub" / nb_id / f"{nb_id}.html").read_text()
+    assert "not implemented yet" in stub_text
 
 
 def test_export_lists_every_student(graded_course):

@@ -65,8 +65,8 @@ def randint(gen: torch.Generator, low: int, high: int) -> int:
 
 
 def fmt_shape(shape: Sequence[int]) -> str:
-    """``(2, 3)`` for a shape, ``()`` for a scalar."""
-    return "(" + ", ".join(str(n) for n in shape) + ")"
+    """``(2, 3)`` for a shape, ``(3,)`` for a vector, ``()`` for a scalar."""
+    return str(tuple(int(n) for n in shape))
 
 
 def describe(args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> str:
