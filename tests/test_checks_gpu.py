@@ -1,0 +1,139 @@
+"""Notebook 06's checks pass every correct implementation and diagnose every classic mistake."""
+
+import pytest
+import torch
+
+from autograder.checks import gpu as checks
+from autograder.checks._core import CheckFailure
+from autograder.lab import triton_support
+from tests.mistakes import Mistake, stub
+from tests.mistakes.gpu import (
+    CORRECT_GET_DEVICE,
+    CORRECT_TILED,
+    MISTAKES_GET_DEVICE,
+    MISTAKES_TILED,
+    MISTAKES_TILED_THOROUGH,
+)
+
+TILED_CHECKS = [
+    checks.check_tiled_values,
+    checks.check_tiled_causal,
+    checks.check_tiled_memory,
+    checks.check_tiled_no_sdpa,
+]
+
+
+def _expect_diagnosis(mistake: Mistake, thorough: bool = False) -> None:
+    with pytest.raises(CheckFailure) as caught:
+        mistake.check(mistake.impl, seed=1, thorough=thorough)
+    message = str(caught.value)
+    assert mistake.diagnosis in message, message
+    assert "\n" not in message, message
+
+
+@pytest.mark.parametrize("impl", CORRECT_GET_DEVICE.values(), ids=CORRECT_GET_DEVICE.keys())
+def test_correct_get_device_passes(impl):
+    checks.check_get_device(impl)
+
+
+@pytest.mark.parametrize("mistake", MISTAKES_GET_DEVICE, ids=str)
+def test_get_device_mistake_is_diagnosed(mistake):
+    _expect_diagnosis(mistake)
+
+
+@pytest.mark.parametrize("check", TILED_CHECKS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("impl", CORRECT_TILED.values(), ids=CORRECT_TILED.keys())
+@pytest.mark.parametrize("thorough", [False, True], ids=["visible", "hidden"])
+def test_correct_tiled_passes(check, impl, thorough):
+    check(impl, seed=1, thorough=thorough)
+
+
+@pytest.mark.parametrize("mistake", MISTAKES_TILED, ids=str)
+def test_tiled_mistake_is_diagnosed(mistake):
+    _expect_diagnosis(mistake)
+
+
+@pytest.mark.parametrize("mistake", MISTAKES_TILED_THOROUGH, ids=str)
+def test_tiled_mistake_is_caught_by_hidden_tests(mistake):
+    mistake.check(mistake.impl, seed=0, thorough=False)  # the visible test lets it through
+    _expect_diagnosis(mistake, thorough=True)
+
+
+# ----------------------------------------------------------------------------- Triton
+
+needs_triton = pytest.mark.skipif(not triton_support.AVAILABLE, reason="Triton is not installed")
+TRITON_CHECKS = [checks.check_triton_values, checks.check_triton_causal]
+
+
+if triton_support.AVAILABLE:  # the kernels need Triton even to be defined
+    from tests.mistakes.gpu_triton import (
+        CORRECT_TRITON,
+        MISTAKES_TRITON,
+        MISTAKES_TRITON_THOROUGH,
+    )
+else:
+    CORRECT_TRITON, MISTAKES_TRITON, MISTAKES_TRITON_THOROUGH = {}, [], []
+
+
+@needs_triton
+@pytest.mark.parametrize("check", TRITON_CHECKS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("name", list(CORRECT_TRITON))
+def test_correct_triton_passes(check, name):
+    check(CORRECT_TRITON[name], seed=1, thorough=name == "correct")
+
+
+@needs_triton
+@pytest.mark.parametrize("mistake", MISTAKES_TRITON, ids=str)
+def test_triton_mistake_is_diagnosed(mistake):
+    _expect_diagnosis(mistake)
+
+
+@needs_triton
+@pytest.mark.parametrize("mistake", MISTAKES_TRITON_THOROUGH, ids=str)
+def test_triton_mistake_is_caught_by_hidden_tests(mistake):
+    mistake.check(mistake.impl, seed=0, thorough=False)  # the visible test lets it through
+    _expect_diagnosis(mistake, thorough=True)
+
+
+def test_triton_checks_skip_cleanly_without_triton(monkeypatch, capsys):
+    monkeypatch.setattr(triton_support, "AVAILABLE", False)
+    for check in TRITON_CHECKS:
+        check(stub)  # would fail if it ran
+    assert capsys.readouterr().out.count(triton_support.SKIP_MESSAGE) == 2
+
+
+def test_missing_triton_stand_in_defines_kernels_and_refuses_to_launch():
+    triton, tl = triton_support._Missing("triton"), triton_support._Missing("triton.language")
+
+    @triton.jit
+    def kernel(X, N: tl.constexpr):
+        tl.store(X, tl.load(X))
+
+    with pytest.raises(triton_support.TritonUnavailable, match="not available"):
+        kernel[(1,)](torch.zeros(1), N=1)
+    with pytest.raises(triton_support.TritonUnavailable):
+        triton.cdiv(3, 2)
+    assert "not installed" in repr(kernel)
+
+
+@pytest.mark.parametrize(
+    ("hs", "block", "dtype", "message"),
+    [
+        (8, 32, torch.float32, "at least 16"),
+        (48, 32, torch.float32, "powers of two"),
+        (16, 8, torch.float32, "BLOCK_M=8"),
+        (16, 32, torch.float64, "float64 is not supported"),
+    ],
+)
+def test_kernel_inputs_are_validated(hs, block, dtype, message):
+    q = torch.zeros(1, 1, 4, hs, dtype=dtype)
+    config = {"BLOCK_M": block, "BLOCK_N": 32, "num_warps": 4, "num_stages": 1}
+    with pytest.raises(ValueError, match=message):
+        triton_support.check_inputs(q, q, q, config)
+
+
+@pytest.mark.skipif(triton_support.MODE != "interpreter", reason="interpreter only")
+def test_bfloat16_is_refused_in_the_interpreter():
+    q = torch.zeros(1, 1, 4, 16, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="11584"):
+        triton_support.check_inputs(q, q, q, triton_support.launch_config(q))
