@@ -1,0 +1,749 @@
+"""Checks for notebook 04: ``repeat_kv``, ``GroupedQueryAttention``, ``gqa_param_count``,
+``kv_cache_bytes`` and ``mha_to_gqa``.
+
+Shape legend: ``B`` batch, ``T`` new positions, ``P`` cached positions, ``S`` = P + T, ``C`` =
+d_model, ``nh`` query heads, ``nkv`` key/value heads, ``hs`` = C // nh, ``n_rep`` = nh // nkv.
+
+PyTorch is the oracle: ``torch.repeat_interleave``; ``F.scaled_dot_product_attention(...,
+enable_gqa=True)`` fed with the learner's own projection weights; ``nn.MultiheadAttention`` when
+nkv = nh; ``nn.Linear`` layers on the meta device for parameter counts; cache tensors on the meta
+device for byte counts. Known-wrong answers are the same oracle fed the wrong way (tiled heads, a
+top-left causal mask, strided groups...).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+import traceback
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from autograder.lab.gqa import cache_nbytes, meta_cache
+from autograder.lab.modules import TorchMultiHeadAttention
+
+from ._core import (
+    call,
+    close,
+    describe,
+    expect_dtype,
+    expect_shape,
+    expect_tensor,
+    expect_unmodified,
+    fail,
+    first_match,
+    fmt_shape,
+    make_generator,
+    randint,
+    randn,
+    record_torch_calls,
+)
+
+REPEAT = "repeat_kv"
+GQA = "GroupedQueryAttention"
+FORWARD = f"{GQA}.forward"
+COUNT = "gqa_param_count"
+BYTES = "kv_cache_bytes"
+CONVERT = "mha_to_gqa"
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
+TILED = (
+    "query head h gets kv head h % num_kv_heads, the tiling of `.repeat(1, n_rep, 1, 1)` "
+    "([K0, K1, K0, K1]): use `torch.repeat_interleave(x, n_rep, dim=1)` ([K0, K0, K1, K1]) so "
+    "that it gets kv head h // n_rep"
+)
+_APPEND = (
+    "append the new keys to the past along the positions, torch.cat([past_k, k], dim=2), and "
+    "keep num_kv_heads heads in the cache (repeat_kv comes after)"
+)
+
+
+def _one_thread(check: Callable) -> Callable:
+    """Run ``check`` with PyTorch on one CPU thread, then restore the setting.
+
+    The tensors here are tiny: on a busy 2-core machine, extra threads spin waiting for each
+    other and make a check 10-20 times slower.
+    """
+
+    @functools.wraps(check)
+    def wrapper(*args, **kwargs):
+        __tracebackhide__ = True
+        before = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return check(*args, **kwargs)
+        finally:
+            torch.set_num_threads(before)
+
+    return wrapper
+
+
+class _Cache(tuple):
+    """A ``(k, v)`` pair that describes itself by shape only in failure messages."""
+
+    def __repr__(self) -> str:
+        return f"({fmt_shape(self[0].shape)}, {fmt_shape(self[1].shape)}) cache"
+
+
+# ----------------------------------------------------------------------------- repeat_kv
+
+
+@_one_thread
+def check_repeat_kv(repeat_kv: Callable, *, seed: int = 0, thorough: bool = False) -> None:
+    """Equals ``repeat_interleave`` on dim 1: query head h reads kv head h // n_rep."""
+    __tracebackhide__ = True
+    gen = make_generator(seed)
+    cases = [(2, 2, 5, 3, 3), (1, 3, 4, 2, 2), (2, 1, 3, 4, 4), (2, 4, 3, 2, 1)]
+    cases += [tuple(randint(gen, 1, 4) for _ in range(5)) for _ in range(6 if thorough else 1)]
+    for dtype, (B, nkv, S, hs, n_rep) in zip(
+        [torch.float32, torch.float64, torch.bfloat16] + [torch.float32] * len(cases),
+        cases,
+        strict=False,
+    ):
+        x = randn(gen, B, nkv, S, hs, dtype=dtype)  # (B, nkv, S, hs)
+        before = x.clone()
+        out = expect_tensor(call(repeat_kv, REPEAT, (x, n_rep)), REPEAT)
+        expect_unmodified([before], [x], REPEAT)
+        inputs = describe((x, n_rep))
+        hint = ""
+        if out.shape == (B, nkv, n_rep, S, hs):
+            hint = "merge the nkv and n_rep dimensions into one head dimension with .reshape"
+        elif out.shape in ((B, nkv, S * n_rep, hs), (B, nkv, S, hs * n_rep)):
+            hint = "repeat along the head dimension (dim=1), not along positions or features"
+        expect_shape(out, (B, nkv * n_rep, S, hs), f"The output of `{REPEAT}`", inputs, hint)
+        expect_dtype(out, dtype, f"The output of `{REPEAT}`")
+        if close(out, x.repeat_interleave(n_rep, dim=1), 0, 0):
+            continue
+        if close(out, x.repeat(1, n_rep, 1, 1), 0, 0):
+            fail(f"In the output of your `{REPEAT}`, {TILED}.")
+        fail(
+            f"`{REPEAT}` on {inputs} does not copy kv head h // n_rep into output head h: "
+            "use torch.repeat_interleave(x, n_rep, dim=1)."
+        )
+
+
+# ---------------------------------------------------------------------------- the module
+
+
+def _construct(cls: Callable, C: int, nh: int, nkv: int, bias: bool | None, name: str = GQA):
+    """Build the learner's module (``bias=None``: use the default) and check its projections."""
+    __tracebackhide__ = True
+    kwargs = {} if bias is None else {"bias": bias}
+    module = call(cls, name, (C, nh, nkv), kwargs)
+    return _expect_structure(module, C, nh, nkv, bool(bias), name)
+
+
+def _expect_structure(
+    module, C: int, nh: int, nkv: int, bias: bool, name: str, no_bias: str = ""
+) -> nn.Module:
+    """Fail unless ``module`` has the attributes and projection sizes of the contract."""
+    __tracebackhide__ = True
+    if not isinstance(module, nn.Module):
+        fail(f"`{name}` should give an nn.Module (`class {GQA}(nn.Module)`).")
+    for attr, value in (("num_heads", nh), ("num_kv_heads", nkv)):
+        if getattr(module, attr, None) != value:
+            fail(f"`{name}` should store `self.{attr} = {attr}` (expected {value}).")
+    kv = nkv * (C // nh)
+    for proj, width in zip(PROJECTIONS, (C, kv, kv, C), strict=True):
+        layer = getattr(module, proj, None)
+        if not isinstance(layer, nn.Linear):
+            fail(f"`{name}` needs an attribute `{proj}` that is an nn.Linear.")
+        if (layer.in_features, layer.out_features) == (C, width):
+            if (layer.bias is not None) != bias:
+                fail(no_bias or f"`{proj}` ignores bias={bias}: pass bias=bias to every nn.Linear.")
+            continue
+        why = f"it should be nn.Linear({C}, {width})"
+        if proj in ("k_proj", "v_proj") and layer.out_features == C:
+            why = (
+                f"keys and values only need num_kv_heads * hs = {nkv} * {C // nh} = {kv} "
+                f"features, one hs-wide slice per kv head: that is where GQA saves parameters "
+                "and cache memory"
+            )
+        fail(
+            f"`{proj}` is nn.Linear({layer.in_features}, {layer.out_features}) for "
+            f"d_model={C}, num_heads={nh}, num_kv_heads={nkv}: {why}."
+        )
+    return module
+
+
+def _build(cls, C, nh, nkv, bias, gen, dtype=torch.float32) -> nn.Module:
+    """The learner's module with seeded weights, in ``dtype``, in eval mode."""
+    __tracebackhide__ = True
+    module = _construct(cls, C, nh, nkv, bias)
+    module.to(dtype).eval()
+    with torch.no_grad():
+        for proj in PROJECTIONS:
+            layer = getattr(module, proj)
+            layer.weight.copy_(randn(gen, *layer.weight.shape) / math.sqrt(C))
+            if layer.bias is not None:
+                layer.bias.copy_(randn(gen, *layer.bias.shape) / 2)
+    return module
+
+
+def _heads(module, x):
+    """The oracle's q ``(B, nh, T, hs)``, k and v ``(B, nkv, T, hs)`` from the module's weights."""
+    B, T, C = x.shape
+    hs = C // module.num_heads
+    q, k, v = (
+        F.linear(x, getattr(module, p).weight, getattr(module, p).bias) for p in PROJECTIONS[:3]
+    )
+    return (
+        q.view(B, T, module.num_heads, hs).transpose(1, 2),  # (B, nh, T, hs)
+        k.view(B, T, module.num_kv_heads, hs).transpose(1, 2),  # (B, nkv, T, hs)
+        v.view(B, T, module.num_kv_heads, hs).transpose(1, 2),  # (B, nkv, T, hs)
+    )
+
+
+def _oracle(module, x, start=0, mask="bottom-right", tiled=False, scale=None, past=True):
+    """PyTorch's output for the positions ``start:`` of ``x (B, S, C)``, keys ``0:S`` cached.
+
+    ``mask``: ``"bottom-right"`` (correct when causal), ``"top-left"``, or ``"none"``;
+    ``past=False`` drops the cached keys; ``tiled`` repeats kv heads with ``.repeat``.
+    """
+    q, k, v = _heads(module, x)
+    q = q[:, :, start:]  # (B, nh, T, hs)
+    if not past:
+        k, v = k[:, :, start:], v[:, :, start:]  # (B, nkv, T, hs)
+    T, S = q.shape[2], k.shape[2]
+    allowed = None
+    if mask != "none":
+        offset = S - T if mask == "bottom-right" else 0
+        allowed = torch.ones(T, S, dtype=torch.bool).tril(offset)  # (T, S)
+    if tiled:
+        n_rep = module.num_heads // module.num_kv_heads
+        k, v = k.repeat(1, n_rep, 1, 1), v.repeat(1, n_rep, 1, 1)  # (B, nh, S, hs)
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=allowed, scale=scale, enable_gqa=not tiled
+    )  # (B, nh, T, hs)
+    B, nh, T, hs = out.shape
+    return module.out_proj(out.transpose(1, 2).reshape(B, T, nh * hs))  # (B, T, C)
+
+
+def _forward(module, x, past=None, causal=None, hint=""):
+    """Run the learner's forward; check the shapes of ``(out, (k, v))``."""
+    __tracebackhide__ = True
+    kwargs = {}
+    if past is not None:
+        kwargs["past_kv"] = _Cache(past)
+    if causal is not None:
+        kwargs["causal"] = causal
+    with torch.no_grad():
+        result = call(module, FORWARD, (x,), kwargs, hint)
+    if not isinstance(result, tuple | list) or len(result) != 2:
+        fail(f"`{FORWARD}` should return `(out, (k, v))`, got {type(result).__name__}.")
+    out = expect_tensor(result[0], FORWARD, "a tensor `out` as the first item")
+    cache = result[1]
+    if not isinstance(cache, tuple | list) or len(cache) != 2:
+        fail(f"`{FORWARD}` should return the cache `(k, v)` as its second item.")
+    k = expect_tensor(cache[0], FORWARD, "the cached keys `k` in `(out, (k, v))`")
+    v = expect_tensor(cache[1], FORWARD, "the cached values `v` in `(out, (k, v))`")
+    B, T, C = x.shape
+    inputs = describe((x,), kwargs)
+    expect_shape(out, (B, T, C), "`out`", inputs)
+    expect_dtype(out, x.dtype, "`out`")
+    P = 0 if past is None else past[0].shape[2]
+    _expect_cache(module, k, "k", B, P, T, C, inputs)
+    _expect_cache(module, v, "v", B, P, T, C, inputs)
+    return out, k, v
+
+
+def _expect_cache(module, t, name, B, P, T, C, inputs) -> None:
+    """Fail with the probable mistake unless the cached ``t`` is ``(B, nkv, P + T, hs)``."""
+    __tracebackhide__ = True
+    nh, nkv = module.num_heads, module.num_kv_heads
+    hs = C // nh
+    expected = (B, nkv, P + T, hs)
+    shape = tuple(t.shape)
+    hint = ""
+    if nh != nkv and shape == (B, nh, P + T, hs):
+        hint = (
+            f"the cache holds all {nh} query heads: store k and v with their {nkv} kv heads, "
+            "before repeat_kv (saving that memory is the point of GQA)"
+        )
+    elif P and shape == (B, nkv, T, hs):
+        hint = (
+            "it holds only the new positions: append them to the past with "
+            "torch.cat([past_k, k], dim=2) so the next step still sees every earlier token"
+        )
+    elif P:
+        for dim in (0, 1, 3):
+            wrong = list(expected)
+            wrong[2], wrong[dim] = T, (P if dim else B) + wrong[dim]
+            if shape == tuple(wrong):
+                hint = f"the past was appended along dim {dim}: positions live in dim 2"
+    if not hint and shape in ((B, P + T, nkv, hs), (B, P + T, nkv * hs)):
+        hint = "return k and v split into kv heads, (B, num_kv_heads, S, hs)"
+    expect_shape(t, expected, f"The cached `{name}`", inputs, hint)
+
+
+def _output_mistake(module, x, out, causal: bool) -> str | None:
+    """The diagnosis of a known-wrong output of a full (cache-free) forward."""
+    hs = x.shape[-1] // module.num_heads
+    mask = "bottom-right" if causal else "none"
+    variants = {
+        f"Your output matches attention in which {TILED}.": _oracle(
+            module, x, mask=mask, tiled=True
+        ),
+        "Your scores are scaled by √d_model: scale by √hs (hs = d_model // num_heads).": _oracle(
+            module, x, mask=mask, scale=1 / math.sqrt(x.shape[-1])
+        ),
+        "Your scores are not scaled: divide them by √hs.": _oracle(module, x, mask=mask, scale=1.0),
+    }
+    if causal:
+        why = "With causal=True (the default) each position may only attend to itself and earlier"
+        variants[f"{why} ones, but yours attends to every position: apply a causal mask."] = (
+            _oracle(module, x, mask="none")
+        )
+    else:
+        why = "With causal=False every position may attend to every position, but yours applies"
+        variants[f"{why} a causal mask anyway: use the mask only when `causal` is True."] = _oracle(
+            module, x
+        )
+    if hs == 1:
+        variants = {why: t for why, t in variants.items() if "scaled" not in why}
+    return first_match(out, variants)
+
+
+@_one_thread
+def check_gqa_structure(cls: Callable, *, seed: int = 0, thorough: bool = False) -> None:
+    """Attributes, narrow k/v projections, the bias flag, ValueError for indivisible sizes."""
+    __tracebackhide__ = True
+    gen = make_generator(seed)
+    configs = [(16, 4, 2, None), (16, 4, 4, True), (24, 6, 1, False), (12, 4, 2, True)]
+    for _ in range(4 if thorough else 0):
+        nkv, n_rep, hs = randint(gen, 1, 4), randint(gen, 1, 4), randint(gen, 1, 5)
+        configs.append((nkv * n_rep * hs, nkv * n_rep, nkv, randint(gen, 0, 1) == 1))
+    for C, nh, nkv, bias in configs:
+        module = _construct(cls, C, nh, nkv, bias)
+        expected = 2 * C * C + 2 * C * nkv * (C // nh) + bool(bias) * (2 * C + 2 * nkv * (C // nh))
+        got = sum(p.numel() for p in module.parameters())
+        if got != expected:
+            fail(
+                f"`{GQA}({C}, {nh}, {nkv}, bias={bool(bias)})` has {got:,} parameters instead "
+                f"of {expected:,}: keep only q_proj, k_proj, v_proj and out_proj."
+            )
+    for C, nh, nkv, what in (
+        (10, 3, 1, "d_model % num_heads"),
+        (16, 4, 3, "num_heads % num_kv_heads"),
+    ):
+        try:
+            call(cls, GQA, (C, nh, nkv))
+        except AssertionError as failure:
+            if "raised ValueError" in str(failure):
+                continue
+            raise
+        fail(
+            f"`{GQA}({C}, {nh}, {nkv})` should raise a ValueError, because {what} != 0: "
+            "check both divisions in __init__."
+        )
+
+
+def _module_configs(gen, thorough: bool) -> list[tuple[int, int, int, bool]]:
+    """``(C, nh, nkv, bias)``: GQA with 1 < nkv < nh first, then MQA and MHA, then random ones."""
+    configs = [(16, 4, 2, False), (24, 6, 3, True), (16, 4, 1, False), (12, 4, 4, True)]
+    for _ in range(3 if thorough else 0):
+        nkv, n_rep, hs = randint(gen, 1, 4), randint(gen, 1, 4), randint(gen, 2, 6)
+        configs.append((nkv * n_rep * hs, nkv * n_rep, nkv, randint(gen, 0, 1) == 1))
+    return configs
+
+
+def _matches_mha(module, x, causal: bool) -> bool:
+    """With nkv = nh the module should equal nn.MultiheadAttention holding the same weights."""
+    C = x.shape[-1]
+    bias = module.q_proj.bias is not None
+    twin = nn.MultiheadAttention(C, module.num_heads, bias=bias, batch_first=True, dtype=x.dtype)
+    with torch.no_grad():
+        twin.in_proj_weight.copy_(torch.cat([getattr(module, p).weight for p in PROJECTIONS[:3]]))
+        twin.out_proj.weight.copy_(module.out_proj.weight)
+        if bias:
+            twin.in_proj_bias.copy_(torch.cat([getattr(module, p).bias for p in PROJECTIONS[:3]]))
+            twin.out_proj.bias.copy_(module.out_proj.bias)
+        T = x.shape[1]
+        blocked = ~torch.ones(T, T, dtype=torch.bool).tril() if causal else None  # True = blocked
+        expected, _ = twin(x, x, x, attn_mask=blocked, need_weights=False)
+    out, _, _ = _forward(module, x, causal=causal)
+    return close(out, expected)
+
+
+@_one_thread
+def check_gqa_matches_torch(cls: Callable, *, seed: int = 0, thorough: bool = False) -> None:
+    """Equals SDPA with enable_gqa=True, causal or not; nkv = nh equals nn.MultiheadAttention."""
+    __tracebackhide__ = True
+    gen = make_generator(seed)
+    dtypes = [torch.float32] + ([torch.float64] if thorough else [])
+    for dtype in dtypes:
+        for C, nh, nkv, bias in _module_configs(gen, thorough):
+            module = _build(cls, C, nh, nkv, bias, gen, dtype)
+            x = randn(gen, 2, randint(gen, 3, 7), C, dtype=dtype)  # (B, T, C)
+            for causal in (None, True, False):
+                out, _, _ = _forward(module, x, causal=causal)
+                if close(
+                    out, _oracle(module, x, mask="none" if causal is False else "bottom-right")
+                ):
+                    continue
+                setting = "causal=False" if causal is False else "causal=True"
+                fail(
+                    _output_mistake(module, x, out, causal is not False)
+                    or f"Your output differs from F.scaled_dot_product_attention(..., "
+                    f"enable_gqa=True) with your weights for d_model={C}, num_heads={nh}, "
+                    f"num_kv_heads={nkv}, {setting}: check the head split, repeat_kv, the mask, "
+                    "the merge and out_proj."
+                )
+            if nkv == nh and not all(_matches_mha(module, x, c) for c in (True, False)):
+                fail(
+                    f"With num_kv_heads = num_heads = {nh} your module should equal "
+                    "nn.MultiheadAttention holding the same weights: check the head layout."
+                )
+
+
+@_one_thread
+def check_gqa_kv_cache(cls: Callable, *, seed: int = 0, thorough: bool = False) -> None:
+    """The returned cache holds nkv heads, past positions first, then the new ones (dim 2)."""
+    __tracebackhide__ = True
+    gen = make_generator(seed)
+    for i, (C, nh, nkv, bias) in enumerate(_module_configs(gen, thorough)):
+        module = _build(cls, C, nh, nkv, bias, gen)
+        B, T, P = (2, 3, 3) if i == 0 else (2, randint(gen, 1, 4), randint(gen, 1, 5))
+        x = randn(gen, B, T, C, dtype=torch.float32)  # (B, T, C)
+        _, k, v = _forward(module, x)
+        _, k_new, v_new = _heads(module, x)  # (B, nkv, T, hs)
+        if close(k, v_new) and close(v, k_new) and not close(k, k_new):
+            fail("Your cache returns (v, k): return the keys first, `(out, (k, v))`.")
+        if not (close(k, k_new) and close(v, v_new)):
+            fail(
+                "Your cached k and v should be k_proj(x) and v_proj(x) split into kv heads, "
+                f"(B, num_kv_heads, T, hs), for d_model={C}, num_heads={nh}, num_kv_heads={nkv}."
+            )
+        hs = C // nh
+        past = (
+            randn(gen, B, nkv, P, hs, dtype=torch.float32),  # (B, nkv, P, hs)
+            randn(gen, B, nkv, P, hs, dtype=torch.float32),  # (B, nkv, P, hs)
+        )
+        before = [t.clone() for t in past]
+        _, k, v = _forward(module, x, past, hint=_APPEND)
+        expect_unmodified(before, list(past), FORWARD)
+        if close(k, torch.cat([k_new, past[0]], 2)) and close(v, torch.cat([v_new, past[1]], 2)):
+            fail(
+                "Your cache puts the new positions before the past ones: "
+                "torch.cat([past_k, k], dim=2) keeps positions in order."
+            )
+        if not (
+            close(k, torch.cat([past[0], k_new], 2)) and close(v, torch.cat([past[1], v_new], 2))
+        ):
+            fail(
+                "With past_kv, the returned k and v should be the past keys and values followed "
+                "by the new ones: torch.cat([past_k, k], dim=2) and the same for v."
+            )
+
+
+def _decoding_mistake(module, x_seen, start, out) -> str:
+    """Why the output for positions ``start:`` of ``x_seen`` is wrong, decoding with a cache."""
+    T = x_seen.shape[1] - start
+    where = (
+        f"Decoding with {start} cached position{'s' * (start != 1)} and {T} new one{'s' * (T > 1)}"
+    )
+    variants = {}
+    if 1 < module.num_kv_heads < module.num_heads:
+        variants[f"Your output matches attention in which {TILED}."] = _oracle(
+            module, x_seen, start, tiled=True
+        )
+    if T > 1:
+        variants[
+            f"{where}, your new queries attend to all of them, later ones included: the new "
+            "tokens still need a causal mask among themselves, aligned bottom-right."
+        ] = _oracle(module, x_seen, start, mask="none")
+    variants[
+        f"{where}, your queries see only the first positions: the causal mask is aligned "
+        "top-left (tril(T, S), or is_causal=True in F.scaled_dot_product_attention), but the "
+        f"new queries are the last T of the S positions, so use torch.ones(T, S).tril(S - T)."
+    ] = _oracle(module, x_seen, start, mask="top-left")
+    variants[
+        f"{where}, your queries attend only to the new keys: attend to the whole cache (past "
+        "keys and values concatenated with the new ones)."
+    ] = _oracle(module, x_seen, start, past=False)
+    return first_match(out, variants) or (
+        f"{where} differs from one full causal pass: the new queries are the last T of "
+        "the S cached positions and must see every earlier position and none later."
+    )
+
+
+def _chunkings(S: int) -> list[list[int]]:
+    """Ways to feed ``S`` tokens: one at a time, a prompt then single tokens, uneven chunks."""
+    return [[1] * S, [3] + [1] * (S - 3), [2, 3, S - 5]]
+
+
+@_one_thread
+def check_gqa_decoding(cls: Callable, *, seed: int = 0, thorough: bool = False) -> None:
+    """Feeding the sequence in pieces with the cache equals one full causal forward pass."""
+    __tracebackhide__ = True
+    gen = make_generator(seed)
+    for C, nh, nkv, bias in _module_configs(gen, thorough):
+        module = _build(cls, C, nh, nkv, bias, gen)
+        S = 7 + (randint(gen, 0, 5) if thorough else 0)
+        x = randn(gen, 2, S, C, dtype=torch.float32)  # (B, S, C)
+        for chunks in _chunkings(S):
+            past, start = None, 0
+            for size in chunks:
+                out, k, v = _forward(module, x[:, start : start + size], past, hint=_APPEND)
+                if not close(out, _oracle(module, x[:, : start + size], start)):
+                    fail(_decoding_mistake(module, x[:, : start + size], start, out))
+                past, start = (k, v), start + size
+
+
+# ------------------------------------------------------------------------------ counting
+
+
+def _integer(fn: Callable, name: str, args, kwargs=None) -> int:
+    __tracebackhide__ = True
+    got = call(fn, name, args, kwargs)
+    if not isinstance(got, numbers.Integral) or isinstance(got, bool):
+        fail(f"`{name}` should return an int, got {type(got).__name__}: use // or int(...).")
+    return int(got)
+
+
+def _real_count(C: int, nh: int, nkv: int, bias: bool) -> int:
+    """Parameters of the four nn.Linear layers of the contract, built on the meta device."""
+    kv = nkv * (C // nh)
+    widths = (C, kv, kv, C)
+    return sum(
+        p.numel()
+        for width in widths
+        for p in nn.Linear(C, width, bias=bias, device="meta").parameters()
+    )
+
+
+def _count_mistake(C: int, nh: int, nkv: int, bias: bool, got: int) -> str:
+    where = f"`{COUNT}({C}, {nh}, {nkv}, bias={bias})` returned {got:,}"
+    kv = nkv * (C // nh)
+    guesses = {
+        4 * C * C + 4 * C * bias: "as for multi-head attention: k_proj and v_proj are narrower, "
+        f"d_model × (num_kv_heads * hs) = {C} × {kv}",
+        2 * C * C + 2 * C * nkv * C + 4 * C * bias: "with k_proj and v_proj of width "
+        "num_kv_heads * d_model: each kv head is hs = d_model // num_heads wide",
+        2 * C * C + 2 * C * kv + 4 * C * bias: "with d_model biases for k_proj and v_proj: their "
+        f"biases have num_kv_heads * hs = {kv} entries",
+        2 * C * C + 2 * C * kv: "without the biases of bias=True",
+        2 * C * C + 2 * C * kv + (2 * C + 2 * kv): "with biases although bias=False",
+        C * C
+        + 2 * C * kv
+        + (C + 2 * kv) * bias: "without out_proj, a fourth d_model × d_model layer",
+    }
+    why = guesses.get(got, "which is wrong: add the weights and biases of the four projections")
+    return f"{where}, {why}."
+
+
+@_one_thread
+def check_gqa_param_count(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
+    """Equals the parameters of the four nn.Linear layers; Llama-sized answers by arithmetic."""
+    __tracebackhide__ = True
+    gen = make_generator(seed)
+    configs = [(16, 4, 2), (24, 6, 3), (16, 4, 1), (12, 4, 4), (4096, 32, 8), (4096, 32, 32)]
+    configs.append((8192, 64, 8))  # Llama 2 70B
+    for _ in range(4 if thorough else 0):
+        nkv, n_rep, hs = randint(gen, 1, 8), randint(gen, 1, 8), randint(gen, 1, 16)
+        configs.append((nkv * n_rep * hs, nkv * n_rep, nkv))
+    with record_torch_calls() as names:
+        counts = {
+            (*c, b): _integer(fn, COUNT, c, {"bias": b}) for c in configs for b in (True, False)
+        }
+    if any("::" in name for name in names):
+        fail(
+            f"`{COUNT}` creates tensors (or builds a module): count with integer arithmetic so "
+            "it answers instantly for any size."
+        )
+    for (C, nh, nkv, bias), got in counts.items():
+        if got != _real_count(C, nh, nkv, bias):
+            fail(_count_mistake(C, nh, nkv, bias, got))
+    if _integer(fn, COUNT, (16, 4, 2)) != counts[(16, 4, 2, False)]:
+        fail(f"`{COUNT}(d_model, num_heads, num_kv_heads)` should not count biases: bias=False.")
+    for C, nh, nkv in ((10, 3, 1), (16, 4, 3)):
+        try:
+            call(fn, COUNT, (C, nh, nkv))
+        except AssertionError as failure:
+            if "raised ValueError" in str(failure):
+                continue
+            raise
+        fail(f"`{COUNT}({C}, {nh}, {nkv})` should raise a ValueError, as the module does.")
+
+
+_DTYPES = {1: torch.int8, 2: torch.float16, 4: torch.float32, 8: torch.float64}
+
+
+_BYTES_GUESSES = {  # what a known-wrong formula returns, as a fraction of the right answer
+    "the cache holds two tensors per layer, K and V: multiply by 2": lambda a: 1 / 2,
+    "multiply by batch_size: every sequence in the batch has its own cache": lambda a: 1 / a[4],
+    "multiply by num_layers: every layer caches its own keys and values": lambda a: 1 / a[0],
+    "that counts values, not bytes: multiply by bytes_per_value": lambda a: 1 / a[5],
+    "use bytes_per_value, not 8 bytes per value": lambda a: 8 / a[5],
+}
+
+
+def _bytes_mistake(results: dict[tuple[int, ...], tuple[int, int]]) -> str:
+    """Name the known-wrong formula that explains every answer; describe the first wrong one."""
+    args, (got, expected) = next((a, r) for a, r in results.items() if r[0] != r[1])
+    L, nkv, hd, S, B, nbytes = args
+    where = (
+        f"`{BYTES}(num_layers={L}, num_kv_heads={nkv}, head_dim={hd}, seq_len={S}, "
+        f"batch_size={B}, bytes_per_value={nbytes})` returned {got:,} instead of {expected:,}"
+    )
+    why = next(
+        (
+            why
+            for why, ratio in _BYTES_GUESSES.items()
+            if all(g == e * ratio(a) for a, (g, e) in results.items())
+        ),
+        "multiply 2 (K and V) by every argument",
+    )
+    return f"{where}: {why}."
+
+
+@_one_thread
+def check_kv_cache_bytes(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
+    """Equals the bytes of the per-layer K and V tensors; Llama 2 70B holds 327,680 B/token."""
+    __tracebackhide__ = True
+    gen = make_generator(seed)
+    cases = [
+        (80, 8, 128, 1, 1, 2),  # Llama 2 70B, one token of fp16 cache
+        (32, 32, 128, 32768, 1, 2),  # 17.18 GB: C = 4096, 32 heads, 32 layers, 32k tokens
+        (32, 8, 128, 32768, 1, 2),  # 4.29 GB with 8 kv heads
+        (2, 4, 16, 10, 3, 4),
+        (24, 1, 64, 2048, 8, 1),
+        (3, 2, 8, 5, 2, 8),
+    ]
+    for _ in range(4 if thorough else 0):
+        sizes = [randint(gen, 1, n) for n in (48, 16, 256, 4096, 16)]
+        cases.append((*sizes, [1, 2, 4, 8][randint(gen, 0, 3)]))
+    names = ("batch_size", "bytes_per_value")
+    results = {}
+    for i, args in enumerate(cases):
+        kwargs = dict(zip(names, args[4:], strict=True)) if i >= 3 else {}
+        got = _integer(fn, BYTES, args[:4], kwargs)
+        caches = meta_cache(*args[:5], dtype=_DTYPES[args[5]])  # per layer (B, nkv, S, hd) × 2
+        results[args] = (got, cache_nbytes(caches))
+    if any(got != expected for got, expected in results.values()):
+        fail(_bytes_mistake(results))
+
+
+# ------------------------------------------------------------------------- MHA -> GQA
+
+
+def _pooled(t: torch.Tensor, nh: int, nkv: int, how: str = "mean") -> torch.Tensor:
+    """Pool the head slices of a weight ``(C, C_in)`` or bias ``(C,)`` into ``nkv`` groups."""
+    hs, n_rep = t.shape[0] // nh, nh // nkv
+    rest = t.shape[1:]
+    if how == "strided":
+        return t.reshape(n_rep, nkv, hs, *rest).mean(0).reshape(nkv * hs, *rest)
+    grouped = t.reshape(nkv, n_rep, hs, *rest)  # head h = g * n_rep + r
+    pooled = {"mean": grouped.mean(1), "sum": grouped.sum(1), "first": grouped[:, 0]}[how]
+    return pooled.reshape(nkv * hs, *rest)
+
+
+class _MHA(TorchMultiHeadAttention):
+    """The MHA handed to ``mha_to_gqa``; failure messages describe it by its sizes only."""
+
+    def __repr__(self) -> str:
+        C, bias = self.q_proj.in_features, self.q_proj.bias is not None
+        return f"TorchMultiHeadAttention({C}, {self.num_heads}, bias={bias})"
+
+
+def _seeded_mha(gen, C: int, nh: int, bias: bool) -> TorchMultiHeadAttention:
+    mha = _MHA(C, nh, bias=bias)
+    with torch.no_grad():
+        for proj in PROJECTIONS:
+            layer = getattr(mha, proj)
+            layer.weight.copy_(randn(gen, C, C) / math.sqrt(C))
+            if bias:
+                layer.bias.copy_(randn(gen, C))
+    return mha
+
+
+def _pooling_mistake(got: torch.Tensor, t: torch.Tensor, nh: int, nkv: int, name: str) -> str:
+    variants = {
+        f"Your `{name}` averages heads g, g + num_kv_heads, g + 2·num_kv_heads, … (strided): "
+        "group g must be the n_rep consecutive heads g·n_rep … (g+1)·n_rep − 1, the ones "
+        "repeat_interleave later maps back to kv head g, so reshape to (num_kv_heads, n_rep, hs, "
+        "…) and average dim 1.": _pooled(t, nh, nkv, "strided"),
+        f"Your `{name}` sums each group of heads: take their mean.": _pooled(t, nh, nkv, "sum"),
+        f"Your `{name}` keeps only the first head of each group: average all n_rep heads of the "
+        "group (mean pooling, Ainslie et al., 2023).": _pooled(t, nh, nkv, "first"),
+    }
+    return first_match(got, variants) or (
+        f"Your `{name}` is not the mean of each group of n_rep consecutive heads of the MHA's "
+        f"`{name.split('.')[0]}`: reshape to (num_kv_heads, n_rep, hs, …) and average dim 1."
+    )
+
+
+def _check_converted(gqa, mha, nh: int, nkv: int) -> None:
+    """The pooled k/v projections, and q/out copied (not shared)."""
+    __tracebackhide__ = True
+    for proj in PROJECTIONS:
+        mine, theirs = getattr(gqa, proj), getattr(mha, proj)
+        for part in ("weight", "bias"):
+            got, source = getattr(mine, part), getattr(theirs, part)
+            if source is None:
+                continue
+            if got is None:
+                fail(
+                    f"`{CONVERT}` drops the MHA's biases: build the GQA with bias=True and "
+                    "keep them."
+                )
+            if got.data_ptr() == source.data_ptr():
+                fail(
+                    f"Your converted `{proj}.{part}` shares its tensor with the MHA, so training "
+                    "one changes the other: copy it (.clone() or .copy_())."
+                )
+            expected = source if proj in ("q_proj", "out_proj") else _pooled(source, nh, nkv)
+            if close(got, expected):
+                continue
+            if proj in ("q_proj", "out_proj"):
+                fail(f"Your converted `{proj}.{part}` should be a copy of the MHA's, unchanged.")
+            fail(_pooling_mistake(got, source, nh, nkv, f"{proj}.{part}"))
+
+
+def _stub_aware(fn: Callable) -> Callable:
+    """``fn``, failing with a clear message when the module it builds is still the stub."""
+
+    def convert(mha, num_kv_heads):
+        __tracebackhide__ = True
+        try:
+            return fn(mha, num_kv_heads)
+        except NotImplementedError as exc:
+            frames = traceback.extract_tb(exc.__traceback__)
+            if len(frames) > 2 and frames[-1].name in ("__init__", "forward"):
+                fail(
+                    f"`{CONVERT}` builds your `{GQA}`, which is not implemented yet: finish "
+                    "exercise 3 first."
+                )
+            raise
+
+    return convert
+
+
+@_one_thread
+def check_mha_to_gqa(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
+    """k/v heads mean-pooled in contiguous groups, q/out copied, the MHA left untouched."""
+    __tracebackhide__ = True
+    gen = make_generator(seed)
+    configs = [(16, 4, 2, True), (24, 6, 3, False), (16, 4, 1, True), (16, 4, 4, False)]
+    if thorough:
+        configs += [(32, 8, 2, True), (32, 8, 4, False), (18, 6, 2, True)]
+    hint = (
+        f"`{CONVERT}` builds your {GQA}: its k_proj/v_proj must be (num_kv_heads * hs, d_model), "
+        "the shape of the pooled weights"
+    )
+    for C, nh, nkv, bias in configs:
+        mha = _seeded_mha(gen, C, nh, bias)
+        before = [p.clone() for p in mha.parameters()]
+        with torch.no_grad():
+            gqa = call(_stub_aware(fn), CONVERT, (mha, nkv), hint=hint)
+        expect_unmodified(before, list(mha.parameters()), CONVERT)
+        no_bias = (
+            f"`{CONVERT}` drops the MHA's biases: build the GQA with bias=True and keep them."
+            if bias
+            else f"`{CONVERT}` adds biases the MHA does not have: build the GQA with bias=False."
+        )
+        _expect_structure(gqa, C, nh, nkv, bias, f"{CONVERT}(mha, {nkv})", no_bias)
+        _check_converted(gqa, mha, nh, nkv)
