@@ -16,12 +16,22 @@ from pathlib import Path
 from nbgrader.api import Gradebook
 from nbgrader.apps import NbGraderAPI
 from nbgrader.coursedir import CourseDirectory
+from traitlets.config import Config
 
 from autograder.nbgrader_settings import IGNORED_FILES, scratch_config
 
 
 class NbgraderError(Exception):
     """nbgrader itself failed; the message carries the end of its log."""
+
+
+def single_threaded_kernels() -> None:
+    """Kernels started from now on run PyTorch on one thread.
+
+    Checks use tiny tensors: on a busy machine extra threads only wait for each other (measured
+    10-20x slower under load), and parallel graders would fight over the cores.
+    """
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def put_environment_on_path() -> None:
@@ -55,13 +65,16 @@ def _log_tail(result: dict, lines: int = 6) -> str:
 class NbgraderRun:
     """One throwaway course directory and the nbgrader API bound to it."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, config: Config | None = None):
         put_environment_on_path()
+        single_threaded_kernels()
         warnings.filterwarnings("ignore", module="nbgrader")
         warnings.filterwarnings("ignore", message=".*not in session.*")
         logging.getLogger("traitlets").setLevel(logging.ERROR)
         self.root = Path(root).resolve()
         self.config = scratch_config(self.root)
+        if config is not None:  # settings on top of the shared ones (e.g. classroom grading)
+            self.config.merge(config)
         self.api = NbGraderAPI(CourseDirectory(config=self.config), config=self.config)
 
     @staticmethod

@@ -10,6 +10,7 @@ shown to learners, so it never prints hidden inputs, only their shapes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import traceback
 import warnings
@@ -69,12 +70,36 @@ def fmt_shape(shape: Sequence[int]) -> str:
     return str(tuple(int(n) for n in shape))
 
 
+def one_thread(check: Callable) -> Callable:
+    """Run ``check`` with PyTorch on one CPU thread, then restore the setting.
+
+    The tensors in checks are tiny: on a busy 2-core machine, extra threads spin waiting for
+    each other and make a check 10-20 times slower.
+    """
+
+    @functools.wraps(check)
+    def wrapper(*args, **kwargs):
+        __tracebackhide__ = True
+        before = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return check(*args, **kwargs)
+        finally:
+            torch.set_num_threads(before)
+
+    return wrapper
+
+
 def describe(args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> str:
     """Describe call arguments by shape and dtype only, never by value."""
 
     def one(value: Any) -> str:
         if isinstance(value, torch.Tensor):
             return f"{fmt_shape(value.shape)} {str(value.dtype).removeprefix('torch.')}"
+        if type(value) in (tuple, list):
+            return "(" + ", ".join(one(v) for v in value) + ")"
+        if isinstance(value, torch.nn.Module):
+            return f"a {type(value).__name__}"
         return repr(value)
 
     parts = [one(a) for a in args]

@@ -13,7 +13,6 @@ top-left causal mask, strided groups...).
 
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 import traceback
@@ -38,6 +37,7 @@ from ._core import (
     first_match,
     fmt_shape,
     make_generator,
+    one_thread,
     randint,
     randn,
     record_torch_calls,
@@ -61,26 +61,6 @@ _APPEND = (
 )
 
 
-def _one_thread(check: Callable) -> Callable:
-    """Run ``check`` with PyTorch on one CPU thread, then restore the setting.
-
-    The tensors here are tiny: on a busy 2-core machine, extra threads spin waiting for each
-    other and make a check 10-20 times slower.
-    """
-
-    @functools.wraps(check)
-    def wrapper(*args, **kwargs):
-        __tracebackhide__ = True
-        before = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return check(*args, **kwargs)
-        finally:
-            torch.set_num_threads(before)
-
-    return wrapper
-
-
 class _Cache(tuple):
     """A ``(k, v)`` pair that describes itself by shape only in failure messages."""
 
@@ -91,7 +71,7 @@ class _Cache(tuple):
 # ----------------------------------------------------------------------------- repeat_kv
 
 
-@_one_thread
+@one_thread
 def check_repeat_kv(repeat_kv: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """Equals ``repeat_interleave`` on dim 1: query head h reads kv head h // n_rep."""
     __tracebackhide__ = True
@@ -307,7 +287,7 @@ def _output_mistake(module, x, out, causal: bool) -> str | None:
     return first_match(out, variants)
 
 
-@_one_thread
+@one_thread
 def check_gqa_structure(cls: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """Attributes, narrow k/v projections, the bias flag, ValueError for indivisible sizes."""
     __tracebackhide__ = True
@@ -368,7 +348,7 @@ def _matches_mha(module, x, causal: bool) -> bool:
     return close(out, expected)
 
 
-@_one_thread
+@one_thread
 def check_gqa_matches_torch(cls: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """Equals SDPA with enable_gqa=True, causal or not; nkv = nh equals nn.MultiheadAttention."""
     __tracebackhide__ = True
@@ -399,7 +379,7 @@ def check_gqa_matches_torch(cls: Callable, *, seed: int = 0, thorough: bool = Fa
                 )
 
 
-@_one_thread
+@one_thread
 def check_gqa_kv_cache(cls: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """The returned cache holds nkv heads, past positions first, then the new ones (dim 2)."""
     __tracebackhide__ = True
@@ -475,7 +455,7 @@ def _chunkings(S: int) -> list[list[int]]:
     return [[1] * S, [3] + [1] * (S - 3), [2, 3, S - 5]]
 
 
-@_one_thread
+@one_thread
 def check_gqa_decoding(cls: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """Feeding the sequence in pieces with the cache equals one full causal forward pass."""
     __tracebackhide__ = True
@@ -535,7 +515,7 @@ def _count_mistake(C: int, nh: int, nkv: int, bias: bool, got: int) -> str:
     return f"{where}, {why}."
 
 
-@_one_thread
+@one_thread
 def check_gqa_param_count(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """Equals the parameters of the four nn.Linear layers; Llama-sized answers by arithmetic."""
     __tracebackhide__ = True
@@ -600,7 +580,7 @@ def _bytes_mistake(results: dict[tuple[int, ...], tuple[int, int]]) -> str:
     return f"{where}: {why}."
 
 
-@_one_thread
+@one_thread
 def check_kv_cache_bytes(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """Equals the bytes of the per-layer K and V tensors; Llama 2 70B holds 327,680 B/token."""
     __tracebackhide__ = True
@@ -722,7 +702,7 @@ def _stub_aware(fn: Callable) -> Callable:
     return convert
 
 
-@_one_thread
+@one_thread
 def check_mha_to_gqa(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """k/v heads mean-pooled in contiguous groups, q/out copied, the MHA left untouched."""
     __tracebackhide__ = True
