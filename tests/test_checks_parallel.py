@@ -1,0 +1,109 @@
+"""The notebook-05 checks pass every correct implementation and name each classic mistake."""
+
+import pytest
+from mistakes import parallel as impl
+
+from autograder.checks import parallel as checks
+from autograder.checks._core import CheckFailure
+from autograder.lab.modules import TorchMultiHeadAttention
+from autograder.lab.timing import count_ops
+
+SEQUENTIAL_CHECKS = [checks.check_mha_sequential_values, checks.check_mha_sequential_loops]
+PARALLEL_CHECKS = [checks.check_mha_parallel_values, checks.check_mha_parallel_batches]
+
+
+@pytest.mark.parametrize("thorough", [False, True], ids=["visible", "hidden"])
+@pytest.mark.parametrize("check", SEQUENTIAL_CHECKS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("name", impl.CORRECT_SEQUENTIAL)
+def test_correct_sequential_passes(name, check, thorough):
+    check(impl.CORRECT_SEQUENTIAL[name], seed=1, thorough=thorough)
+
+
+@pytest.mark.parametrize("thorough", [False, True], ids=["visible", "hidden"])
+@pytest.mark.parametrize("check", PARALLEL_CHECKS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("name", impl.CORRECT_PARALLEL)
+def test_correct_parallel_passes(name, check, thorough):
+    check(impl.CORRECT_PARALLEL[name], seed=1, thorough=thorough)
+
+
+PAIRS = [(s, "math") for s in impl.CORRECT_SEQUENTIAL] + [
+    ("linear_slices", p) for p in impl.CORRECT_PARALLEL if p != "math"
+]
+
+
+@pytest.mark.parametrize(("seq", "par"), PAIRS)
+def test_correct_pairs_do_the_same_flops(seq, par):
+    checks.check_same_flops(impl.CORRECT_SEQUENTIAL[seq], impl.CORRECT_PARALLEL[par],
+                            seed=1, thorough=True)
+
+
+@pytest.mark.parametrize("thorough", [False, True], ids=["visible", "hidden"])
+@pytest.mark.parametrize("name", impl.CORRECT_FLOPS)
+def test_correct_flops_pass(name, thorough):
+    checks.check_attention_flops(impl.CORRECT_FLOPS[name], seed=1, thorough=thorough)
+
+
+@pytest.mark.parametrize("mistake", impl.MISTAKES, ids=str)
+def test_mistake_is_caught_with_its_diagnosis(mistake):
+    with pytest.raises(CheckFailure) as info:
+        mistake.check(mistake.impl, seed=1, thorough=True)
+    message = str(info.value)
+    assert mistake.diagnosis in message, message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("mistake", impl.MISTAKES, ids=str)
+def test_visible_tests_catch_it_too(mistake):
+    with pytest.raises(CheckFailure):
+        mistake.check(mistake.impl)
+
+
+def test_quiz_accepts_the_right_letter_in_any_spelling():
+    for question, letter in impl.QUIZ_RIGHT.items():
+        for spelling in (letter, letter.upper(), f"({letter})", f" {letter} "):
+            checks.check_quiz_answer(question, spelling)
+
+
+@pytest.mark.parametrize("question", impl.QUIZ_RIGHT)
+def test_quiz_explains_every_wrong_letter(question):
+    for letter in "abcd":
+        if letter == impl.QUIZ_RIGHT[question]:
+            continue
+        with pytest.raises(CheckFailure, match="is not the best choice: .+"):
+            checks.check_quiz_answer(question, letter)
+
+
+@pytest.mark.parametrize("answer", [None, "", "e", "ab", 2])
+def test_quiz_rejects_a_malformed_answer(answer):
+    with pytest.raises(CheckFailure, match="one letter"):
+        checks.check_quiz_answer("q1", answer)
+
+
+def test_predicted_counts():
+    checks.check_predicted_matmul_counts(81, 6)
+    checks.check_predicted_matmul_counts(81.0, 6)
+    for seq, par, why in [(80, 6, "runs once, after the loop"), (96, 6, "not once per head"),
+                          (81, 5, "two products"), (81, 96, "no loop"), (None, 6, "whole number"),
+                          (81, 4.5, "whole number"), (17, 6, "count one per projection")]:
+        with pytest.raises(CheckFailure, match=why):
+            checks.check_predicted_matmul_counts(seq, par)
+
+
+@pytest.mark.parametrize("grad_mode", ["no_grad", "inference_mode", "enable_grad"])
+def test_op_counts_match_the_notebook_claims(grad_mode):
+    """5·nh + 1 matrix products in the loop, 6 batched, 4 + 1 fused call with SDPA."""
+    for nh in (1, 4, 16):
+        mha = TorchMultiHeadAttention(32, nh)
+        x = mha.q_proj.weight.new_ones(2, 5, 32)
+        assert count_ops(impl.seq_linear, x, mha, grad_mode=grad_mode).big_ops == 5 * nh + 1
+        assert count_ops(impl.par_math, x, mha, grad_mode=grad_mode).matmuls == 6
+        fused = count_ops(impl.par_sdpa, x, mha, grad_mode=grad_mode)
+        assert (fused.matmuls, fused.sdpa_calls) == (4, 1)
+
+
+def test_largest_tensor_tracks_the_attention_matrix():
+    """Naive attention creates (B, nh, T, T); the fused kernel never does (for notebook 06)."""
+    mha = TorchMultiHeadAttention(16, 2)
+    x = mha.q_proj.weight.new_ones(1, 64, 16)
+    assert count_ops(impl.par_math, x, mha).largest_numel == 2 * 64 * 64
+    assert count_ops(impl.par_sdpa, x, mha).largest_numel < 64 * 64
