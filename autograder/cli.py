@@ -61,10 +61,15 @@ def _cmd_validate(args) -> int:
     return EXIT_OK if validate(args.notebooks or None) else EXIT_NOT_FULL_MARKS
 
 
-def _cmd_grade(args) -> int:
-    from autograder.classroom.commands import run
+def _cmd_progress(args) -> int:
+    from autograder.progress import progress
 
-    return run(args)
+    folder = Path(args.folder) if args.folder else paths.WORK_DIR
+    if not folder.is_dir():
+        return _error(
+            f"{folder} is not a folder: run `make lab` first, or name your folder", False, folder
+        )
+    return EXIT_OK if progress(folder) else EXIT_NOT_FULL_MARKS
 
 
 def _cmd_lab(args) -> int:
@@ -91,9 +96,9 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("notebooks", nargs="*", help="notebook ids (default: all)")
     v.set_defaults(func=_cmd_validate)
 
-    from autograder.classroom.commands import add_parsers
-
-    add_parsers(sub, _cmd_grade)  # grade (a whole class) and merge (gradebooks)
+    pr = sub.add_parser("progress", help="every notebook's score, hidden tests included")
+    pr.add_argument("folder", nargs="?", help="where your notebooks are (default: work/)")
+    pr.set_defaults(func=_cmd_progress)
 
     lab = sub.add_parser("lab", help="copy new notebooks into work/ and open JupyterLab there")
     lab.add_argument("jupyter_args", nargs=argparse.REMAINDER, help="passed to jupyter lab")

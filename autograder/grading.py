@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import nbformat
+from tqdm import tqdm
 
 from autograder import paths
 from autograder.nbgrader_run import NbgraderRun
@@ -131,12 +132,22 @@ def _grade_one(run: NbgraderRun, sub: Submission) -> NotebookResult:
     return _result_from_gradebook(run, sub)
 
 
-def grade_submissions(submissions: list[Submission]) -> list[NotebookResult]:
-    """Autograde submissions in one throwaway course, hidden tests included."""
+def grade_submissions(
+    submissions: list[Submission], show_progress: bool = False
+) -> list[NotebookResult]:
+    """Autograde submissions in one throwaway course, hidden tests included.
+
+    ``show_progress`` draws a progress bar on stderr (a terminal's, never a notebook's).
+    """
     with tempfile.TemporaryDirectory(prefix="mha-grade-") as tmp:
         run = NbgraderRun(Path(tmp))
         for nb_id in sorted({s.notebook_id for s in submissions}):
             source = run.root / "source" / nb_id
             shutil.copytree(paths.SOLUTIONS_DIR / nb_id, source, ignore=run.ignore_patterns())
             run.generate(nb_id)
-        return [_grade_one(run, sub) for sub in submissions]
+        bar = tqdm(submissions, desc="grading", unit="notebook", disable=not show_progress)
+        results = []
+        for sub in bar:
+            bar.set_postfix_str(sub.notebook_id)
+            results.append(_grade_one(run, sub))
+        return results
