@@ -6,6 +6,7 @@ import shutil
 import pytest
 
 from autograder import paths
+from autograder.cli import main
 from conftest import autograder
 
 
@@ -62,20 +63,30 @@ BAD = [
 
 
 @pytest.mark.parametrize("case", BAD)
-def test_bad_input_gets_one_line_error(case, tmp_path, first_notebook):
+def test_bad_input_gets_one_line_error(case, tmp_path, first_notebook, capsys):
     path, _, expected = _bad_inputs(tmp_path, first_notebook)[case]
-    result = autograder("check", str(path))
-    assert result.returncode == 2
-    assert "Traceback" not in result.stderr + result.stdout
-    lines = result.stderr.strip().splitlines()
+    assert main(["check", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], lines
 
 
-def test_bad_input_json_mode(tmp_path, first_notebook):
+def test_bad_input_json_mode(tmp_path, first_notebook, capsys):
     path, _, expected = _bad_inputs(tmp_path, first_notebook)["truncated"]
-    result = autograder("check", str(path), "--json")
-    assert result.returncode == 2
-    assert expected in json.loads(result.stdout)["error"]
+    assert main(["check", str(path), "--json"]) == 2
+    assert expected in json.loads(capsys.readouterr().out)["error"]
+
+
+def test_bad_input_from_a_real_process(tmp_path, first_notebook):
+    """The installed entry point: exit status 2, one line on stderr, no traceback."""
+    path, _, expected = _bad_inputs(tmp_path, first_notebook)["nbformat3"]
+    result = autograder("check", str(path))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"error: {path} uses notebook format 3, "
+        "this course needs format 4: open it in JupyterLab and save it again to upgrade it"
+    ]
 
 
 @pytest.mark.slow
