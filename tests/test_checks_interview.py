@@ -1,0 +1,162 @@
+"""Notebook 08's checks accept every right answer, diagnose each known wrong one, keep no answer
+in plain sight, and the buggy code shown in the notebook really fails the course's checks."""
+
+import hashlib
+import inspect
+import re
+
+import jupytext
+import pytest
+import torch
+from mistakes import interview as impl
+
+from autograder import paths
+from autograder.checks import interview as checks
+from autograder.checks._core import CheckFailure
+
+NOTEBOOK = "08_interview_prep"
+
+# Published figures (notes/anchors.md, the seeds): the oracles must reproduce them.
+ANCHORS = {
+    "gpt3_head_size": 128,
+    "params_gpt2_small": 2_360_064,
+    "params_mha": 67_108_864,
+    "params_gqa": 41_943_040,
+    "kv_bytes_per_token": 327_680,
+    "attention_matrix_bytes": 402_653_184,
+    "flops": 603_979_776,
+    "matmuls_loop": 5 * 12 + 1,
+    "matmuls_packed": 4,
+}
+
+
+def _failure(check, question, value) -> str:
+    with pytest.raises(CheckFailure) as info:
+        check(question, value)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_every_question_has_right_answers():
+    assert set(impl.RIGHT_NUMBERS) == set(checks.NUMBERS) == set(ANCHORS)
+    assert set(impl.RIGHT_CHOICES) == set(checks.CHOICES)
+
+
+@pytest.mark.parametrize("question", sorted(ANCHORS))
+def test_oracles_reproduce_the_published_numbers(question):
+    assert checks.NUMBERS[question].oracle() == ANCHORS[question]
+
+
+@pytest.mark.parametrize("question", sorted(checks.NUMBERS))
+def test_no_diagnosis_is_attached_to_the_right_number(question):
+    spec = checks.NUMBERS[question]
+    right = spec.oracle()
+    assert right not in dict(spec.wrong(right))
+    assert not any(lo <= right <= hi for lo, hi, _ in spec.near(right))
+
+
+@pytest.mark.parametrize("question", sorted(impl.RIGHT_NUMBERS))
+def test_right_numbers_pass_in_any_spelling(question):
+    for value in impl.RIGHT_NUMBERS[question]:
+        checks.check_number(question, value)
+
+
+@pytest.mark.parametrize("wrong", impl.WRONG_NUMBERS + impl.NOT_A_NUMBER, ids=str)
+def test_wrong_numbers_get_their_diagnosis(wrong):
+    message = _failure(checks.check_number, wrong.question, wrong.value)
+    assert wrong.diagnosis in message, message
+    assert f"answer_{wrong.question}" in message
+
+
+@pytest.mark.parametrize("wrong", impl.WRONG_NUMBERS, ids=str)
+def test_a_diagnosis_never_shows_the_right_number(wrong):
+    message = _failure(checks.check_number, wrong.question, wrong.value)
+    diagnosis = message.split(" is not ", 1)[1]  # what follows the learner's own value
+    right = ANCHORS[wrong.question]
+    for shown in {f"{right:,}", str(right)}:
+        assert not re.search(rf"(?<![\d,.]){re.escape(shown)}(?![\d,.])", diagnosis), message
+
+
+@pytest.mark.parametrize("question", sorted(impl.RIGHT_CHOICES))
+def test_right_choices_pass_in_any_spelling(question, capsys):
+    for value in impl.RIGHT_CHOICES[question]:
+        checks.check_choice(question, value)
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("wrong", impl.WRONG_CHOICES + impl.NOT_A_CHOICE, ids=str)
+def test_wrong_choices_get_their_diagnosis(wrong):
+    message = _failure(checks.check_choice, wrong.question, wrong.value)
+    assert wrong.diagnosis in message, message
+
+
+@pytest.mark.parametrize("question", sorted(q for q, c in checks.CHOICES.items() if not c.multiple))
+def test_every_wrong_letter_of_every_question_is_explained(question):
+    right = impl.RIGHT_CHOICES[question][0]
+    wrong = {w.value for w in impl.WRONG_CHOICES if w.question == question}
+    assert wrong == set(checks.CHOICES[question].notes) - {right}
+    for letter in wrong:
+        message = _failure(checks.check_choice, question, letter)
+        assert message.endswith(f"{checks.CHOICES[question].notes[letter]}.")
+
+
+def test_answers_are_not_in_plain_sight():
+    """Every option has a note (no letter stands out), hashed answers are salted, and the
+    measured questions have exactly one true claim."""
+    source = inspect.getsource(checks)
+    for question, spec in checks.CHOICES.items():
+        assert set(spec.notes) >= set("abcd")
+        right = "".join(sorted(checks._right(question, spec)))
+        assert right == "".join(sorted(impl.RIGHT_CHOICES[question][0]))
+        if spec.measured is None:
+            plain = hashlib.sha256(f"{question}|{right}".encode()).hexdigest()[:16]
+            assert plain not in source
+    for question, value in ANCHORS.items():
+        if question not in ("gpt3_head_size", "matmuls_packed"):  # 128 and 4 are also inputs
+            assert not {f"{value:_}", str(value)} & set(re.findall(r"\b\d[\d_]*\b", source))
+
+
+def test_stubs_and_unset_answers_explain_what_to_do():
+    for check, question in ((checks.check_number, "flops"), (checks.check_choice, "gqa")):
+        message = _failure(check, question, None)
+        assert "raise NotImplementedError()" in message and "run that cell" in message
+
+
+def test_checks_are_fast_and_single_threaded():
+    before = torch.get_num_threads()
+    for question in checks.NUMBERS:
+        checks.check_number(question, ANCHORS[question])
+    assert torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize("mistake", impl.MISTAKES, ids=str)
+def test_wrong_fixes_are_caught_with_their_diagnosis(mistake):
+    with pytest.raises(CheckFailure) as info:
+        mistake.check(mistake.impl, seed=1, thorough=True)
+    assert mistake.diagnosis in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("mistake", impl.MISTAKES, ids=str)
+def test_visible_tests_catch_wrong_fixes_too(mistake):
+    with pytest.raises(CheckFailure):
+        mistake.check(mistake.impl)
+
+
+def _notebook_functions() -> dict:
+    """Run the notebook's locked cells that define the buggy functions; return them by name."""
+    nb = jupytext.read(paths.source_text(NOTEBOOK))
+    namespace = {"torch": torch}
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id", "").startswith("given_buggy_"):
+            exec(cell.source, namespace)  # the course's own notebook source
+    return {name: fn for name, fn in namespace.items() if name.startswith("buggy_")}
+
+
+def test_the_notebooks_buggy_code_fails_with_the_intended_diagnosis():
+    functions = _notebook_functions()
+    assert set(functions) == set(impl.NOTEBOOK_BUGS)
+    for name, expectations in impl.NOTEBOOK_BUGS.items():
+        for check, diagnosis in expectations:
+            with pytest.raises(CheckFailure, match=re.escape(diagnosis)):
+                check(functions[name], seed=1, thorough=True)
