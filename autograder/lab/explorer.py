@@ -1,0 +1,264 @@
+"""The head explorer of notebook 07: plain ipywidgets and matplotlib, no JavaScript, no CDN.
+
+Shape legend: ``B`` batch, ``T`` tokens, ``nh`` heads, ``n_layers`` blocks.
+
+Pick a layer and a head, type or pick an input, and see that head's attention as a heatmap and
+as token-to-token lines; a table gives every head's statistics on a held-out batch; switching
+heads off updates the table, the loss and the accuracy at once; two buttons save the figure as
+PNG and SVG. The figure is an ``ipywidgets.Image`` (PNG bytes), so it renders the same way in
+JupyterLab, VS Code and Colab. Every control uses ``continuous_update=False``, and inputs longer
+than the model's context are cut to it, with tick labels thinned, so long inputs stay responsive.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from collections.abc import Callable
+from pathlib import Path
+
+import ipywidgets as widgets
+import matplotlib
+import matplotlib.pyplot as plt
+import torch
+from matplotlib.figure import Figure
+
+from autograder.lab import head_stats, toy_data
+from autograder.lab.plots import to_numpy
+
+_PAD = "padding:1px 8px;text-align:right"
+_MAX_LABELS = 40  # above this many tokens, label every k-th one only
+
+
+def _thin(labels: list[str]) -> tuple[list[int], list[str]]:
+    step = max(1, -(-len(labels) // _MAX_LABELS))
+    ticks = list(range(0, len(labels), step))
+    return ticks, [labels[i] for i in ticks]
+
+
+def draw_head(weights, tokens: list[str], title: str = "", view: str = "both",
+              threshold: float = 0.05) -> Figure:
+    """One head's ``(T, T)`` weights as a heatmap and/or lines from each query to its keys.
+
+    ``view`` is ``"heatmap"``, ``"lines"`` or ``"both"``. Lines are drawn for weights above
+    ``threshold``, with opacity and width growing with the weight.
+    """
+    w = to_numpy(weights)
+    T = w.shape[0]
+    panels = ["heatmap", "lines"] if view == "both" else [view]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.6), squeeze=False)
+    ticks, labels = _thin(tokens)
+    for ax, panel in zip(axes[0], panels, strict=True):
+        if panel == "heatmap":
+            image = ax.imshow(w, cmap="Blues", vmin=0.0, vmax=1.0)
+            ax.set_xticks(ticks, labels, rotation=90, fontsize=7)
+            ax.set_yticks(ticks, labels, fontsize=7)
+            ax.set(xlabel="key (attended to)", ylabel="query (attending)")
+            fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+        else:
+            for side, x in ((0, 0.0), (1, 1.0)):
+                for i in ticks:
+                    ax.text(x + (-0.04 if side == 0 else 0.04), -i, tokens[i], fontsize=7,
+                            ha="right" if side == 0 else "left", va="center")
+            rows, cols = (w > threshold).nonzero()
+            for q, k in zip(rows, cols, strict=True):
+                ax.plot([0, 1], [-q, -k], color="tab:blue", alpha=float(min(w[q, k], 1.0)),
+                        lw=0.5 + 2.5 * float(w[q, k]))
+            ax.set(xlim=(-0.35, 1.35), ylim=(-T + 0.5, 0.5))
+            ax.axis("off")
+            ax.set_title("query → key", fontsize=9)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _png(fig: Figure) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=80)
+    return buffer.getvalue()
+
+
+def _table_html(table: dict[str, torch.Tensor], selected: tuple[int, int],
+                mask: torch.Tensor) -> str:
+    names = list(head_stats.STATISTICS)
+    head = "".join(f"<th style='{_PAD}' title='{html.escape(head_stats.STATISTICS[n])}'>{n}</th>"
+                   for n in names)
+    rows = []
+    n_layers, nh = table[names[0]].shape
+    for layer in range(n_layers):
+        for h in range(nh):
+            style = "font-weight:bold;background:#e8f0fe" if (layer, h) == selected else ""
+            off = "" if mask[layer, h] else " (off)"
+            cells = "".join(f"<td style='{_PAD}'>{float(table[n][layer, h]):.2f}</td>"
+                            for n in names)
+            label = html.escape(head_stats.describe_head(table, layer, h))
+            name = f"<td style='{_PAD}'>L{layer}H{h}{off}</td>"
+            rows.append(f"<tr style='{style}'>{name}{cells}<td style='{_PAD}'>{label}</td></tr>")
+    return (
+        "<table style='font-size:12px;border-collapse:collapse' class='head-stats'>"
+        f"<tr><th style='{_PAD}'>head</th>{head}<th style='{_PAD}'>strongest</th></tr>"
+        f"{''.join(rows)}</table>"
+    )
+
+
+class HeadExplorer:
+    """The explorer for a :class:`~autograder.lab.tiny_model.TinyTransformer`; show ``.widget``.
+
+    ``entropy_fn`` and ``previous_fn`` (weights ``(..., nh, T, S)`` -> ``(..., nh)``) replace the
+    built-in statistics, e.g. with the learner's own; if one raises, the built-in one is used and
+    a note says so. ``export_dir`` is where the PNG and SVG buttons write.
+    """
+
+    def __init__(self, model, entropy_fn: Callable | None = None,
+                 previous_fn: Callable | None = None, eval_batch: toy_data.Batch | None = None,
+                 export_dir: str | Path = ".", texts: dict[str, str] | None = None):
+        self.model = model.eval()
+        self.fns = {"entropy": entropy_fn or head_stats.entropy,
+                    "previous": previous_fn or head_stats.previous_token}
+        self.batch = eval_batch if eval_batch is not None else toy_data.make_batch(256, 10_000)
+        self.export_dir = Path(export_dir)
+        self.texts = texts or toy_data.example_texts()
+        self.mask = torch.ones(model.n_layers, model.num_heads)
+        self.figure: Figure | None = None
+        self.draws = 0
+        first = next(iter(self.texts))
+        style = {"description_width": "initial"}
+        self.example = widgets.Dropdown(options=[*self.texts, "(typed)"], value=first,
+                                        description="input", style=style)
+        self.text = widgets.Text(value=self.texts[first], continuous_update=False,
+                                 description="tokens", style=style,
+                                 layout=widgets.Layout(width="520px"))
+        self.layer = widgets.ToggleButtons(options=list(range(model.n_layers)), description="layer",
+                                           style={"button_width": "40px"})
+        self.head = widgets.ToggleButtons(options=list(range(model.num_heads)), description="head",
+                                          style={"button_width": "40px"})
+        self.view = widgets.ToggleButtons(options=["both", "heatmap", "lines"], description="view",
+                                          style={"button_width": "80px"})
+        self.switches = [
+            widgets.ToggleButton(value=True, description=f"L{layer}H{h}", tooltip="on/off",
+                                 layout=widgets.Layout(width="64px"))
+            for layer in range(model.n_layers) for h in range(model.num_heads)
+        ]
+        self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
+        self.table = widgets.HTML()
+        self.score = widgets.HTML()
+        self.note = widgets.HTML()
+        self.typo = widgets.HTML()
+        self.png_button = widgets.Button(description="Save PNG", icon="download")
+        self.svg_button = widgets.Button(description="Save SVG", icon="download")
+        self.saved = widgets.HTML()
+        self.base_acc, self.base_loss = head_stats.accuracy_and_loss(model, self.batch)
+        self.example.observe(self._pick_example, names="value")
+        self.text.observe(self._typed, names="value")
+        for control in (self.text, self.layer, self.head, self.view):
+            control.observe(self._redraw, names="value")
+        for switch in self.switches:
+            switch.observe(self._toggle, names="value")
+        self.png_button.on_click(lambda _: self.export("png"))
+        self.svg_button.on_click(lambda _: self.export("svg"))
+        grid = widgets.GridBox(self.switches, layout=widgets.Layout(
+            grid_template_columns=f"repeat({model.num_heads}, 70px)"))
+        attention = type(model.blocks[0].attn).__name__
+        self.widget = widgets.VBox([
+            widgets.HTML(f"<b>Head explorer</b> · attention module: <code>{attention}</code>"),
+            widgets.HBox([self.example, self.text]), self.typo,
+            widgets.HBox([self.layer, self.head]), self.view,
+            self.image, self.note,
+            widgets.HBox([self.png_button, self.svg_button, self.saved]),
+            widgets.HTML("<b>Heads on/off</b> (click to remove a head from the model)"), grid,
+            self.score, self.table,
+        ])
+        self._refresh_table()
+        self._redraw()
+
+    # -------------------------------------------------------------------------------- state
+
+    def tokens(self) -> torch.Tensor:
+        """The current input's ids, cut to the model's context."""
+        return toy_data.encode(self.text.value)[: self.model.config.max_len]
+
+    def _stat(self, name: str, weights: torch.Tensor) -> tuple[torch.Tensor, str]:
+        try:
+            return self.fns[name](weights), ""
+        except Exception as exc:  # noqa: BLE001 - a learner's unfinished function
+            builtin = {"entropy": head_stats.entropy, "previous": head_stats.previous_token}
+            return builtin[name](weights), f"your {name} function raised {type(exc).__name__}; "
+
+    @torch.no_grad()
+    def _refresh_table(self) -> None:
+        _, weights = self.model(self.batch.inputs, self.mask)  # n_layers x (B, nh, T, T)
+        table = head_stats.head_table(weights, self.batch.inputs)
+        notes = ""
+        for name in ("entropy", "previous"):
+            values = []
+            for w in weights:
+                value, why = self._stat(name, w)
+                values.append(value.mean(0))
+                notes = notes if not why or why in notes else notes + why
+            table[name] = torch.stack(values).float()
+        self.stats = table
+        acc, loss = head_stats.accuracy_and_loss(self.model, self.batch, self.mask)
+        off = int((self.mask == 0).sum())
+        self.score.value = (
+            f"<b>Held-out batch</b> ({self.batch.inputs.shape[0]} sequences), {off} head(s) off: "
+            f"loss {loss:.3f} ({loss - self.base_loss:+.3f}), accuracy {acc:.1%} "
+            f"({100 * (acc - self.base_acc):+.1f} points)"
+        )
+        self.table.value = _table_html(table, (self.layer.value, self.head.value), self.mask)
+        self.note.value = f"<i>{notes}using the built-in one.</i>" if notes else ""
+
+    @torch.no_grad()
+    def _redraw(self, _change=None) -> None:
+        try:
+            ids = self.tokens()
+        except ValueError as exc:  # a typo in the typed input: say so, keep the last figure
+            self.typo.value = f"<i>{html.escape(str(exc))}</i>"
+            return
+        self.typo.value = ""
+        _, weights = self.model(ids[None], self.mask)  # n_layers x (1, nh, T, T)
+        w = weights[self.layer.value][0, self.head.value]  # (T, T)
+        entropy, _ = self._stat("entropy", w[None])
+        previous, _ = self._stat("previous", w[None]) if len(ids) > 1 else (torch.zeros(1), "")
+        off = "" if self.mask[self.layer.value, self.head.value] else " (switched off)"
+        title = (f"layer {self.layer.value} head {self.head.value}{off}: entropy "
+                 f"{float(entropy[0]):.2f} nats, previous-token {float(previous[0]):.2f}, "
+                 f"first-token {float(w[1:, 0].mean()) if len(ids) > 1 else 1.0:.2f}")
+        with matplotlib.rc_context({"figure.max_open_warning": 0}):
+            if self.figure is not None:
+                plt.close(self.figure)
+            self.figure = draw_head(w, toy_data.decode(ids), title, self.view.value)
+            self.image.value = _png(self.figure)
+        self.draws += 1
+        if self.table.value:
+            self.table.value = _table_html(self.stats, (self.layer.value, self.head.value),
+                                           self.mask)
+
+    def _pick_example(self, change) -> None:
+        if change["new"] in self.texts:
+            self.text.value = self.texts[change["new"]]
+
+    def _typed(self, change) -> None:
+        if self.texts.get(self.example.value) != change["new"]:
+            self.example.value = "(typed)"
+
+    def _toggle(self, _change=None) -> None:
+        for switch in self.switches:
+            switch.button_style = "" if switch.value else "danger"
+        flags = torch.tensor([float(s.value) for s in self.switches])
+        self.mask = flags.view(self.model.n_layers, self.model.num_heads)
+        self._refresh_table()
+        self._redraw()
+
+    def export(self, fmt: str) -> Path:
+        """Write the current figure as ``fmt`` (png or svg) into ``export_dir``; say where."""
+        self.export_dir.mkdir(parents=True, exist_ok=True)
+        path = (self.export_dir / f"head_L{self.layer.value}H{self.head.value}.{fmt}").resolve()
+        self.figure.savefig(path, format=fmt, dpi=150 if fmt == "png" else None)
+        self.saved.value = f"saved <code>{html.escape(str(path))}</code>"
+        return path
+
+
+def head_explorer(model, **kwargs) -> widgets.VBox:
+    """The explorer's widget for ``model`` (see :class:`HeadExplorer` for the options)."""
+    return HeadExplorer(model, **kwargs).widget
