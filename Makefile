@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: lab test env browser
+.PHONY: lab test env system-packages
 
 env: $(STAMP)
 
@@ -19,12 +19,14 @@ $(STAMP): requirements.txt pyproject.toml
 lab: $(STAMP)
 	$(PY) -m autograder lab
 
-# CI (CI=1, as root on Debian) installs Chromium for the real-browser test; elsewhere that test
-# skips when no browser is found.
-browser:
+# CI (CI=1, as root on Debian) installs Chromium for the real-browser test and bubblewrap for the
+# graded sandbox; elsewhere the browser test skips without a browser and `grade` says which
+# isolation it could not get.
+system-packages:
 ifdef CI
-	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
+	command -v chromium >/dev/null && command -v bwrap >/dev/null || \
+	  (apt-get update -qq && apt-get install -y -qq chromium bubblewrap >/dev/null)
 endif
 
-test: $(STAMP) browser
+test: $(STAMP) system-packages
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest

@@ -61,6 +61,12 @@ def _cmd_validate(args) -> int:
     return EXIT_OK if validate(args.notebooks or None) else EXIT_NOT_FULL_MARKS
 
 
+def _cmd_grade(args) -> int:
+    from autograder.classroom.commands import run
+
+    return run(args)
+
+
 def _cmd_progress(args) -> int:
     from autograder.progress import progress
 
@@ -95,6 +101,10 @@ def parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="CI gate: solutions pass, releases fail")
     v.add_argument("notebooks", nargs="*", help="notebook ids (default: all)")
     v.set_defaults(func=_cmd_validate)
+
+    from autograder.classroom.commands import add_parsers
+
+    add_parsers(sub, _cmd_grade)  # grade (a whole class) and merge (gradebooks)
 
     pr = sub.add_parser("progress", help="every notebook's score, hidden tests included")
     pr.add_argument("folder", nargs="?", help="where your notebooks are (default: work/)")

@@ -1,5 +1,9 @@
 """The CI gate: instructor notebooks score full marks, learner notebooks fail every test."""
 
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+
 from autograder import paths
 from autograder.grading import NotebookResult, Submission, grade_submissions
 
@@ -27,13 +31,8 @@ def _problems(solution: NotebookResult, release: NotebookResult) -> list[str]:
 def validate(notebook_ids: list[str] | None = None, echo=print) -> bool:
     """Grade every solution and every release notebook; print a verdict per notebook."""
     ids = notebook_ids or paths.notebook_ids()
-    subs = []
-    for nb_id in ids:
-        subs.append(Submission(nb_id, "solution", paths.solution_notebook(nb_id)))
-        subs.append(Submission(nb_id, "release", paths.release_notebook(nb_id)))
-    results = grade_submissions(subs)
     ok = bool(ids)
-    for nb_id, solution, release in zip(ids, results[::2], results[1::2], strict=True):
+    for nb_id, (solution, release) in zip(ids, _grade_all(ids), strict=True):
         problems = _problems(solution, release)
         ok &= not problems
         verdict = "ok" if not problems else "FAILED"
@@ -45,3 +44,25 @@ def validate(notebook_ids: list[str] | None = None, echo=print) -> bool:
         for problem in problems:
             echo(f"        {problem}")
     return ok
+
+
+def _grade_pair(nb_id: str) -> tuple[NotebookResult, NotebookResult]:
+    """The solution's and the release's results for one notebook."""
+    return tuple(
+        grade_submissions(
+            [
+                Submission(nb_id, "solution", paths.solution_notebook(nb_id)),
+                Submission(nb_id, "release", paths.release_notebook(nb_id)),
+            ]
+        )
+    )
+
+
+def _grade_all(ids: list[str]) -> list[tuple[NotebookResult, NotebookResult]]:
+    """One notebook per worker process, as many workers as cores: kernels are single-threaded."""
+    jobs = min(len(ids), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+    if jobs <= 1:
+        return [_grade_pair(nb_id) for nb_id in ids]
+    context = multiprocessing.get_context("spawn")  # no fork of a process that may hold torch
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        return list(pool.map(_grade_pair, ids))

@@ -1,0 +1,224 @@
+"""nbgrader's Execute step for a class: a time budget per notebook, and no free points.
+
+Stock nbgrader gives full marks to a test cell that has no error output, so a test cell that
+never ran (kernel dead, notebook stopped) would pass. :class:`GradingExecute` instead:
+
+- gives every notebook a wall-clock budget; cell timeouts shrink to what is left of it;
+- when the kernel dies, or does not stop after an interrupt (a loop that catches
+  ``KeyboardInterrupt``), kills it and marks every remaining cell "not run: <why>", so the notebook
+  still gets a definite grade: points for the tests that ran, 0 with a reason for the others;
+- caps each cell's output (errors always kept);
+- drops ``execute_result`` outputs a test cell did not produce itself: nbgrader reads the first
+  one as partial credit, and learner code can publish one before the test fails;
+- runs the verification cells of :mod:`autograder.classroom.claims` after test cells that passed,
+  and takes them out of the notebook again, keeping their raw outputs for the grader.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import defaultdict
+from typing import ClassVar
+
+import nbformat
+from jupyter_core.utils import run_sync
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbgrader.preprocessors import Execute
+from traitlets import Bool, Integer
+
+from autograder.classroom.claims import CLAIMS, MIME, dump_source
+from autograder.classroom.kernels import SandboxKernelManager
+
+SIGNALS = {
+    -9: "it was killed (SIGKILL: memory, CPU time limit, or its own code)",
+    -24: "it used up its CPU time limit",
+    -11: "it crashed (segmentation fault)",
+    -6: "it aborted",
+    -7: "it crashed (bus error)",
+}
+
+
+def is_test(cell) -> bool:
+    meta = cell.metadata.get("nbgrader", {})
+    return cell.cell_type == "code" and meta.get("grade") and not meta.get("solution")
+
+
+def not_run(reason: str):
+    return nbformat.v4.new_output(
+        "error", ename="NotRun", evalue=f"not run: {reason}", traceback=[f"NotRun: {reason}"]
+    )
+
+
+def _has_error(cell) -> bool:
+    return any(o.output_type == "error" for o in cell.get("outputs", []))
+
+
+class GradingExecute(Execute):
+    """Execute with a notebook budget, definite grades when the kernel fails, and verification."""
+
+    notebook_budget = Integer(300, help="Seconds for the whole notebook.").tag(config=True)
+    output_limit = Integer(1024**2, help="Output bytes kept per cell.").tag(config=True)
+    verify = Bool(True, help="Run the claims' verification cells.").tag(config=True)
+
+    runs: ClassVar[dict] = {}  # notebook id -> what happened; the worker reads it back
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("kernel_manager_class", SandboxKernelManager)
+        super().__init__(**kwargs)
+
+    def preprocess(self, nb, resources, km=None):
+        notebook_id = resources.get("nbgrader", {}).get("notebook", "")
+        claims = CLAIMS[notebook_id] if self.verify else {}
+        cells = []
+        for cell in nb.cells:
+            cells.append(cell)
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if is_test(cell) and grade_id in claims and claims[grade_id].cases:
+                probe = nbformat.v4.new_code_cell(dump_source(notebook_id, grade_id))
+                probe.metadata["mha_verify"] = grade_id
+                cells.append(probe)
+        nb.cells = cells
+        self._start = time.monotonic()
+        self._deadline = self._start + self.notebook_budget
+        self._stop: str | None = None
+        self._ran: set[int] = set()
+        self._bytes: dict[int, int] = defaultdict(int)
+        self._truncated: set[int] = set()
+        self._timing: dict = {"slowest_cell": (0.0, None)}
+        started = True
+        try:
+            nb, resources = super().preprocess(nb, resources, km)
+        except Exception as err:  # the kernel did not start, or died between cells
+            started = bool(self._ran)
+            self._halt(f"the kernel could not run this notebook ({type(err).__name__}: {err})")
+        for index, cell in enumerate(nb.cells):
+            if index not in self._ran and cell.cell_type == "code" and cell.source.strip():
+                cell.outputs = [not_run(self._stop or "the notebook stopped early")]
+        dumps = {}
+        kept = []
+        for cell in nb.cells:
+            grade_id = cell.metadata.get("mha_verify")
+            if grade_id is None:
+                kept.append(cell)
+                continue
+            payloads = [o.data[MIME] for o in cell.outputs if MIME in o.get("data", {})]
+            payloads = [p if isinstance(p, str) else json.dumps(p) for p in payloads]
+            dumps[grade_id] = payloads[-1] if payloads else None
+        nb.cells = kept
+        GradingExecute.runs[notebook_id] = {
+            "dumps": dumps,
+            "stopped": self._stop,
+            "kernel_failed_to_start": not started,
+            "truncated": len(self._truncated),
+            "seconds": round(time.monotonic() - self._start, 2),
+            "timing": self._timing,
+        }
+        return nb, resources
+
+    async def async_start_new_kernel(self, **kwargs):
+        started = time.monotonic()
+        await super().async_start_new_kernel(**kwargs)
+        self._timing["kernel_start"] = round(time.monotonic() - started, 2)
+
+    async def async_start_new_kernel_client(self):
+        started = time.monotonic()
+        client = await super().async_start_new_kernel_client()
+        self._timing["kernel_ready"] = round(time.monotonic() - started, 2)
+        return client
+
+    start_new_kernel = run_sync(async_start_new_kernel)  # nbclient's sync path binds these
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)
+
+    def _halt(self, reason: str) -> None:
+        if self._stop is None:
+            self._stop = reason
+        try:
+            if self.km is not None:
+                run_sync(self.km.shutdown_kernel)(now=True)
+        except Exception:  # already dead
+            pass
+
+    def _get_timeout(self, cell):
+        left = self._deadline - time.monotonic()
+        timeout = super()._get_timeout(cell)
+        return max(1, math.ceil(min(timeout or left, left)))
+
+    def preprocess_cell(self, cell, resources, index):
+        if self._stop is not None:
+            if cell.cell_type == "code" and cell.source.strip():
+                cell.outputs = [not_run(self._stop)]
+                self._ran.add(index)
+            return cell, resources
+        probe_of = cell.metadata.get("mha_verify")
+        if probe_of is not None and _has_error(self.nb.cells[index - 1]):
+            self._ran.add(index)
+            return cell, resources  # the test failed: nothing to verify
+        if time.monotonic() >= self._deadline:
+            self._halt(f"the notebook used up its time budget of {self.notebook_budget} s")
+            return self.preprocess_cell(cell, resources, index)
+        self._ran.add(index)
+        began = time.monotonic()
+        try:
+            cell, resources = super().preprocess_cell(cell, resources, index)
+        except CellTimeoutError:
+            reason = (
+                f"the kernel did not stop when cell {self._number(index)} was interrupted after "
+                "its time limit (a loop that catches KeyboardInterrupt?), so it was shut down"
+            )
+            cell.outputs.append(not_run(reason))
+            self._halt(reason)
+        except DeadKernelError:
+            reason = f"the kernel died in cell {self._number(index)}: {self._death_cause()}"
+            cell.outputs.append(not_run(reason))
+            self._halt(reason)
+        took = round(time.monotonic() - began, 2)
+        if took > self._timing["slowest_cell"][0]:
+            self._timing["slowest_cell"] = (took, self._number(index))
+        if is_test(cell):
+            self._keep_own_result(cell)
+        return cell, resources
+
+    def _number(self, index: int) -> int:
+        """The cell's number as the learner counts them (verification cells left out)."""
+        probes = sum(1 for c in self.nb.cells[:index] if "mha_verify" in c.metadata)
+        return index + 1 - probes
+
+    def _death_cause(self) -> str:
+        code = None
+        provisioner = getattr(self.km, "provisioner", None)
+        process = getattr(provisioner, "process", None)
+        if process is not None:
+            code = process.poll()
+        if code is not None and code > 128:  # bwrap reports a signal as 128 + its number
+            code = 128 - code
+        if code in SIGNALS:
+            return SIGNALS[code]
+        if code is not None and code >= 0:
+            return f"it exited with status {code} (os._exit or sys.exit in a thread?)"
+        return "memory, CPU time or process limit, or a crash"
+
+    @staticmethod
+    def _keep_own_result(cell) -> None:
+        results = [o for o in cell.outputs if o.output_type == "execute_result"]
+        if not results:
+            return
+        keep = [] if _has_error(cell) else results[-1:]
+        cell.outputs = [o for o in cell.outputs if o.output_type != "execute_result" or o in keep]
+
+    def output(self, outs, msg, display_id, cell_index):
+        if msg["msg_type"] == "error":
+            return super().output(outs, msg, display_id, cell_index)
+        content = msg.get("content", {})
+        size = len(content.get("text", "")) + sum(
+            len(str(v)) for v in content.get("data", {}).values()
+        )
+        self._bytes[cell_index] += size
+        if self._bytes[cell_index] > self.output_limit:
+            if cell_index not in self._truncated:
+                self._truncated.add(cell_index)
+                note = f"\n[output cut: this cell printed more than {self.output_limit} bytes]\n"
+                outs.append(nbformat.v4.new_output("stream", name="stdout", text=note))
+            return None
+        return super().output(outs, msg, display_id, cell_index)

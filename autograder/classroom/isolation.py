@@ -1,0 +1,310 @@
+"""What a learner's kernel may touch, built from existing tools: prlimit, bubblewrap, setpriv.
+
+Every kernel runs with resource limits (``prlimit``: address space, processes, file size, CPU
+time). Where bubblewrap works, the kernel also runs in its own mount, PID, network, IPC and UTS
+namespaces: it sees the system read-only, this Python and the ``autograder`` package read-only,
+a size-capped private ``/tmp``, and a size-capped working folder holding read-only copies of its
+own submission's files; nothing else of the course (solutions, other submissions, gradebooks,
+output folder) exists inside it, and it has no network. Run as root, kernels also drop to an
+unprivileged uid of their own (one per worker), so the process limit counts only their processes.
+
+:func:`detect` probes what works on this machine at run time; :func:`describe` says what holds.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the `autograder` package
+GIB = 1024**3
+MIB = 1024**2
+KERNEL_UID_BASE = 61000  # uids with no account; one per worker when run as root
+SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+ENV_PASSED = ("NBGRADER_EXECUTION", "NBGRADER_VALIDATING", "LANG", "LC_ALL", "TZ")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-kernel limits and budgets (seconds, bytes)."""
+
+    address_space: int = 8 * GIB  # several GB: torch reserves a lot of virtual memory at import
+    processes: int = 256  # threads count too
+    file_size: int = 128 * MIB
+    cpu_s: int = 0  # 0: derived from the notebook budget
+    tmpfs: int = 512 * MIB  # private /tmp and working folder, each
+    cell_timeout_s: int = 60
+    notebook_budget_s: int = 300
+    output_bytes: int = 1 * MIB  # per cell; the rest is dropped with a note
+    threads: int = 1
+
+    @property
+    def cpu_limit_s(self) -> int:
+        return self.cpu_s or self.notebook_budget_s * max(1, self.threads) + 30
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """The isolation tools that work here."""
+
+    prlimit: str | None
+    bwrap: str | None
+    setpriv: str | None
+    as_root: bool
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.bwrap is not None
+
+    @property
+    def switches_uid(self) -> bool:
+        return self.as_root and self.setpriv is not None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> Isolation:
+        return cls(**data)
+
+
+def _works(argv: list[str]) -> bool:
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+@functools.cache
+def detect(allow_bwrap: bool = True) -> Isolation:
+    """Probe prlimit, bubblewrap (with all namespaces) and setpriv on this machine."""
+    prlimit = shutil.which("prlimit")
+    bwrap = shutil.which("bwrap") if allow_bwrap else None
+    as_root = os.geteuid() == 0
+    if bwrap:
+        probe = [bwrap, *_namespace_args(as_root), "--ro-bind", "/", "/", "--proc", "/proc"]
+        if not _works([*probe, "true"]):
+            bwrap = None
+    setpriv = shutil.which("setpriv") if as_root else None
+    return Isolation(prlimit=prlimit, bwrap=bwrap, setpriv=setpriv, as_root=as_root)
+
+
+def describe(iso: Isolation, limits: Limits) -> list[str]:
+    """What holds for every kernel on this machine, and what does not; one line each."""
+    lines = []
+    if iso.prlimit:
+        lines.append(
+            f"limits: address space {limits.address_space // GIB} GiB, "
+            f"{limits.processes} processes/threads, files up to {limits.file_size // MIB} MiB, "
+            f"CPU {limits.cpu_limit_s} s per kernel; {limits.cell_timeout_s} s per cell, "
+            f"{limits.notebook_budget_s} s per notebook"
+        )
+    else:
+        lines.append(
+            "NO resource limits (prlimit not found): a memory or fork bomb can hurt this machine; "
+            f"only the {limits.cell_timeout_s} s cell timeout and {limits.notebook_budget_s} s "
+            "notebook budget hold"
+        )
+    if iso.sandboxed:
+        lines.append(
+            "bubblewrap sandbox: no network; own PID/IPC/mount namespaces; sees only the system "
+            "and Python read-only plus its own submission; solutions, other students' work, "
+            "gradebooks and the output folder are not visible"
+        )
+    else:
+        lines.append(
+            "NO sandbox (bubblewrap missing or not permitted here): kernels have the network and "
+            "can read every file their uid can read, including solutions/ if it is on this "
+            "machine; install bubblewrap and allow user namespaces (or run as root)"
+        )
+    if iso.switches_uid:
+        lines.append(
+            f"kernels run as unprivileged uids {KERNEL_UID_BASE}+worker, so the process limit "
+            "counts only their own processes"
+        )
+    elif iso.as_root:
+        lines.append("kernels run as root (setpriv missing): the process limit does not apply")
+    else:
+        lines.append(
+            "kernels run as this user: the process limit counts all of this user's processes"
+        )
+    return lines
+
+
+def kernel_uid(worker: int) -> int:
+    return KERNEL_UID_BASE + worker
+
+
+def _namespace_args(as_root: bool) -> list[str]:
+    ns = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
+    ns += ["--unshare-cgroup-try", "--die-with-parent", "--new-session"]
+    return ns if as_root else ["--unshare-user", *ns]
+
+
+def prlimit_argv(iso: Isolation, limits: Limits) -> list[str]:
+    """``prlimit ... --`` for one kernel (or forkserver): every process below inherits it."""
+    if not iso.prlimit:
+        return []
+    processes = limits.processes
+    if not iso.switches_uid:  # the limit counts every task of this uid
+        processes += _tasks_of_uid(os.getuid())
+    return [
+        iso.prlimit,
+        f"--as={limits.address_space}",
+        f"--nproc={processes}",
+        f"--fsize={limits.file_size}",
+        f"--cpu={limits.cpu_limit_s}",
+        "--core=0",
+        "--",
+    ]
+
+
+def _tasks_of_uid(uid: int) -> int:
+    count = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(
+                line.split(":", 1) for line in status.read_text().splitlines() if ":" in line
+            )
+        except OSError:
+            continue
+        if int(fields.get("Uid", "-1").split()[0]) == uid:
+            count += int(fields.get("Threads", "1"))
+    return count
+
+
+class Mounts:
+    """bwrap mount arguments, creating parent folders world-traversable (bwrap's are 0700)."""
+
+    def __init__(self):
+        self.args: list[str] = []
+        self._dirs: set[str] = {"/"}
+        self._writable: list[str] = []
+
+    def _parents(self, dest: str) -> None:
+        parts = Path(dest).parts
+        for i in range(2, len(parts)):
+            parent = str(Path(*parts[:i]))
+            if parent not in self._dirs:
+                inside = any(parent.startswith(w + "/") for w in self._writable)
+                self.args += ["--perms", "0777" if inside else "0755", "--dir", parent]
+                self._dirs.add(parent)
+
+    def add(self, option: str, src: str | None, dest: str, perms: str | None = None) -> None:
+        self._parents(dest)
+        if perms:
+            self.args += ["--perms", perms]
+        self.args += [option, dest] if src is None else [option, src, dest]
+        self._dirs.add(dest)
+
+    def tmpfs(self, dest: str, size: int, perms: str = "0777") -> None:
+        self._parents(dest)
+        self.args += ["--size", str(size), "--perms", perms, "--tmpfs", dest]
+        self._dirs.add(dest)
+        self._writable.append(dest)
+
+    def dir(self, dest: str, perms: str = "0777") -> None:
+        self.add("--dir", None, dest, perms)
+
+
+def _system(m: Mounts) -> None:
+    for d in SYSTEM_DIRS:
+        if os.path.islink(d):
+            m.args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            m.add("--ro-bind", d, d)
+    m.args += ["--proc", "/proc", "--dev", "/dev"]
+    python_dirs = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}
+    python_dirs.add(Path(sys.executable).resolve().parent.parent)
+    for d in sorted(python_dirs):
+        if not any(str(d).startswith(s + "/") or str(d) == s for s in SYSTEM_DIRS):
+            m.add("--ro-bind", str(d), str(d))
+    package = str(PACKAGE_DIR)
+    m.add("--ro-bind", package, package)
+    if str(Path(sys.prefix)) != str(Path(sys.prefix).resolve()):
+        m.add("--ro-bind", sys.prefix, sys.prefix)
+
+
+def kernel_env(limits: Limits, passed: dict[str, str] | None = None) -> dict[str, str]:
+    """The whole environment of a kernel: nothing of the grader's (tokens, paths) leaks in."""
+    env = {
+        "PATH": f"{Path(sys.prefix) / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": "/tmp/home",
+        "USER": "learner",
+        "LANG": "C.UTF-8",
+        "TMPDIR": "/tmp",
+        "MPLCONFIGDIR": "/tmp/mpl",
+        "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+        "IPYTHONDIR": "/tmp/ipython",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        "OMP_NUM_THREADS": str(limits.threads),
+        "MKL_NUM_THREADS": str(limits.threads),
+    }
+    for name in ENV_PASSED:
+        if passed and name in passed:
+            env[name] = passed[name]
+    return env
+
+
+def bwrap_argv(
+    iso: Isolation,
+    limits: Limits,
+    *,
+    rw_dirs: list[str],
+    ro_dirs: tuple[str, ...] = (),
+    workdir: str,
+    workdir_files: dict[str, str],
+    font_cache: str | None,
+    uid: int | None,
+    env: dict[str, str],
+) -> list[str]:
+    """The bwrap command prefix for a kernel whose working folder is ``workdir``.
+
+    ``workdir`` becomes a size-capped tmpfs holding read-only binds of ``workdir_files``
+    (name inside -> path outside); ``rw_dirs`` are bound read-write at their own paths.
+    """
+    assert iso.bwrap
+    m = Mounts()
+    _system(m)
+    m.tmpfs("/tmp", limits.tmpfs, perms="1777")
+    for d in ("/tmp/home", "/tmp/mpl", "/tmp/ipython"):
+        m.dir(d)
+    if font_cache:
+        for f in Path(font_cache).glob("fontlist*.json"):
+            m.add("--ro-bind", str(f), f"/tmp/mpl/{f.name}")
+    m.tmpfs(workdir, limits.tmpfs)
+    for name, src in sorted(workdir_files.items()):
+        dest = str(Path(workdir) / name)
+        m.add("--ro-bind", src, dest)
+    for d in ro_dirs:
+        m.add("--ro-bind", d, d)
+    for d in rw_dirs:
+        m.add("--bind", d, d)
+    argv = [iso.bwrap, *_namespace_args(iso.as_root), *m.args, "--chdir", workdir, "--clearenv"]
+    for key, value in sorted(env.items()):
+        argv += ["--setenv", key, value]
+    if uid is not None and iso.switches_uid:
+        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--", iso.setpriv]
+        argv += [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+        argv += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
+    argv.append("--")
+    return argv
+
+
+def prepare_font_cache(folder: Path) -> Path | None:
+    """Build matplotlib's font list once, outside the sandbox, for every kernel to reuse."""
+    folder.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, MPLCONFIGDIR=str(folder))
+    code = "import matplotlib.font_manager"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, check=False)
+    return folder if done.returncode == 0 and any(folder.glob("fontlist*.json")) else None

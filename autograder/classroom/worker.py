@@ -1,0 +1,404 @@
+"""A grading worker: ``python -m autograder.classroom.worker CONFIG INDEX``.
+
+It owns a private nbgrader course (copied from the run's template: sources, releases, a
+gradebook holding only the assignments), a runtime folder for kernel sockets and, in warm mode,
+a forkserver sandbox. It reads one job per line on stdin and answers one JSON line on a private
+copy of stdout (kernels and libraries that print cannot corrupt the protocol). For each job it
+repairs and autogrades the submission, re-checks passed cells outside the kernel, scans the
+learner's cells, generates feedback, copies the autograded notebook and feedback into the output
+folder and writes the result file last, atomically: a result file exists only for finished work.
+Afterwards it deletes the submission from its private course, so nothing carries over.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+from nbgrader.api import MissingEntry
+from nbgrader.preprocessors import (
+    AssignLatePenalties,
+    CheckCellMetadata,
+    GetGrades,
+    IgnorePattern,
+    LimitOutput,
+    SaveAutoGrades,
+)
+from traitlets.config import Config
+
+from autograder.classroom import claims as claims_module
+from autograder.classroom.execute import GradingExecute, is_test
+from autograder.classroom.feedback import ClassroomFeedback
+from autograder.classroom.files import copy_atomic, write_json
+from autograder.classroom.gradebook import submission_record
+from autograder.classroom.isolation import Isolation, Limits, kernel_uid
+from autograder.classroom.kernels import (
+    SandboxKernelManager,
+    ZygoteError,
+    ZygoteServer,
+)
+from autograder.classroom.launch import prepare_runtime, sandbox_settings, write_kernelspec
+from autograder.classroom.scan import scan_notebook
+from autograder.classroom.structure import SubmissionError, prepare
+from autograder.grading import explain_error
+from autograder.nbgrader_run import NbgraderRun, kernel_stderr_silenced
+
+RESULT_VERSION = 1
+
+
+@dataclass
+class RunConfig:
+    """What the parent tells every worker (written once per run as JSON)."""
+
+    out: str
+    scratch: str
+    template: str
+    isolation: dict
+    limits: dict
+    warm: bool = True
+    verify: bool = True
+    font_cache: str | None = None
+    modules: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, path: Path) -> RunConfig:
+        return cls(**json.loads(Path(path).read_text()))
+
+
+class GradingFailed(Exception):
+    """nbgrader or the infrastructure failed; the submission is reported, not scored."""
+
+
+def nbgrader_config(limits: Limits, runtime: Path, verify: bool) -> Config:
+    c = Config()
+    c.Autograde.autograde_preprocessors = [
+        GradingExecute,
+        IgnorePattern,
+        ClearMetadataPreprocessor,
+        LimitOutput,
+        SaveAutoGrades,
+        AssignLatePenalties,
+        CheckCellMetadata,
+    ]
+    c.Execute.timeout = limits.cell_timeout_s
+    c.Execute.shutdown_kernel = "immediate"
+    c.GradingExecute.notebook_budget = limits.notebook_budget_s
+    c.GradingExecute.output_limit = limits.output_bytes
+    c.GradingExecute.verify = verify
+    c.GenerateFeedback.preprocessors = [GetGrades, ClassroomFeedback, CSSHTMLHeaderPreprocessor]
+    sandbox_settings(c, runtime)
+    return c
+
+
+def _message(cell) -> str:
+    errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
+    if not errors:
+        return "this test did not pass"
+    last = errors[-1]
+    if last.ename in ("NotRun", "NotVerified"):
+        return str(last.evalue)
+    return explain_error(last.ename, str(last.evalue))
+
+
+def _answer_source(nb, function: str) -> str | None:
+    sources = [
+        c.source
+        for c in nb.cells
+        if c.metadata.get("nbgrader", {}).get("grade_id") == function
+        and c.metadata.get("nbgrader", {}).get("solution")
+    ]
+    return sources[-1] if sources else None
+
+
+class Worker:
+    def __init__(self, cfg: RunConfig, index: int):
+        self.cfg, self.index = cfg, index
+        self.iso = Isolation.from_json(cfg.isolation)
+        self.limits = Limits(**cfg.limits)
+        self.out = Path(cfg.out)
+        self.root = Path(cfg.scratch) / f"w{index}"
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.root.mkdir(parents=True)
+        self.uid = kernel_uid(index) if self.iso.switches_uid else None
+        self.runtime = prepare_runtime(self.root / "k")
+        if self.uid is not None:
+            os.chown(self.runtime, self.uid, self.uid)
+        font_cache = Path(cfg.font_cache) if cfg.font_cache else None
+        self.zygote = None
+        if cfg.warm and self.iso.sandboxed:  # start importing torch now, copy the course meanwhile
+            inbox = self.root / "inbox"
+            inbox.mkdir()
+            self.zygote = ZygoteServer(
+                self.iso,
+                self.limits,
+                runtime=self.runtime,
+                inbox=inbox,
+                workroot=self.root.resolve() / "course" / "autograded",
+                font_cache=font_cache,
+                uid=self.uid,
+                modules=cfg.modules,
+                log=self.root / "zygote.log",
+            )
+            self.zygote.launch()
+        shutil.copytree(cfg.template, self.root / "course")
+        jupyter = self.root / "jupyter"
+        write_kernelspec(jupyter, self.iso, self.limits, self.uid, font_cache)
+        os.environ["JUPYTER_PATH"] = str(jupyter)
+        config = nbgrader_config(self.limits, self.runtime, cfg.verify)
+        self.run = NbgraderRun(self.root / "course", config)
+        if self.zygote is not None:
+            self.zygote.wait_ready()
+        SandboxKernelManager.zygote = self.zygote
+
+    # ------------------------------------------------------------------------- one job
+
+    def grade(self, job: dict) -> dict:
+        start = time.monotonic()
+        result = {
+            "version": RESULT_VERSION,
+            "student": job["student"],
+            "assignment": job["assignment"],
+            "key": job["key"],
+            "sha256": job["sha256"],
+            "status": "error",
+            "error": None,
+            "notes": [],
+            "flags": [],
+            "notebooks": [],
+            "worker": self.index,
+        }
+        try:
+            self._grade(job, result)
+            result["status"] = "graded"
+        except SubmissionError as err:
+            result["error"] = str(err)
+        except GradingFailed as err:
+            result.update(error=str(err), retry=True)
+        except Exception as err:  # never a silent zero: report it, keep going
+            traceback.print_exc()
+            result["error"] = f"internal error while grading: {type(err).__name__}: {err}"
+            result["retry"] = True
+        finally:
+            self._clean(job["student"], job["assignment"], result)
+        result["seconds"] = round(time.monotonic() - start, 2)
+        target = self.out / "results" / job["assignment"] / f"{job['student']}.json"
+        write_json(target, result)
+        return {"done": True, "status": result["status"], "result": str(target)}
+
+    def _grade(self, job: dict, result: dict) -> None:
+        assignment, student = job["assignment"], job["student"]
+        course = self.run.root
+        expected = {p.name: p for p in sorted((course / "release" / assignment).glob("*.ipynb"))}
+        submitted = course / "submitted" / student / assignment
+        timing = result.setdefault("timing", {})
+        mark = time.monotonic()
+
+        def lap(name: str) -> None:
+            nonlocal mark
+            now = time.monotonic()
+            timing[name] = round(now - mark, 2)
+            mark = now
+
+        result["notes"] += prepare(Path(job["folder"]), expected, submitted)
+        lap("prepare")
+        GradingExecute.runs = {}
+        if self.zygote is not None and not self.zygote.alive():
+            self._restart_forkserver()
+        outcome = self.run.autograde(assignment, student)
+        lap("autograde")
+        runs = GradingExecute.runs
+        if any(r.get("kernel_failed_to_start") for r in runs.values()):
+            reasons = "; ".join(r["stopped"] for r in runs.values() if r.get("stopped"))
+            raise GradingFailed(
+                f"the grading kernel could not start (not the learner's fault): {reasons}"
+            )
+        if not outcome.get("success"):
+            raise GradingFailed(
+                f"nbgrader could not grade this: {self.run.failure_reason(outcome)}"
+            )
+        with self.run.gradebook() as gb:
+            for name in expected:
+                result["notebooks"].append(
+                    self._check_notebook(gb, assignment, student, name, runs, result)
+                )
+            gb.db.commit()
+        lap("check")
+        self.run.feedback(assignment, student)
+        lap("feedback")
+        with self.run.gradebook() as gb:
+            result["gradebook"] = submission_record(gb, assignment, student)
+            sub = gb.find_submission(assignment, student)
+            result["score"], result["max_score"] = float(sub.score), float(sub.max_score)
+            result["needs_manual_grade"] = bool(sub.needs_manual_grade)
+        self._publish(assignment, student, expected, Path(job["folder"]))
+        lap("publish")
+
+    def _check_notebook(self, gb, assignment, student, name, runs, result) -> dict:
+        """Per-cell results, re-checked outside the kernel; refuted cells lose their points."""
+        nb_id = Path(name).stem
+        path = self.run.root / "autograded" / student / assignment / name
+        nb = nbformat.read(path, as_version=4)
+        run = runs.get(nb_id, {})
+        claims = claims_module.CLAIMS[nb_id] if self.cfg.verify else {}
+        cells, manual, changed = [], [], False
+        by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nb.cells if is_test(c)}
+        for grade in gb.find_submission_notebook(nb_id, assignment, student).grades:
+            if grade.cell_type == "markdown" or grade.auto_score is None:
+                manual.append({"grade_id": grade.name, "max_score": float(grade.max_score)})
+                continue
+            score, max_score = float(grade.auto_score), float(grade.max_score)
+            cell = by_id.get(grade.name)
+            entry = {"grade_id": grade.name, "score": score, "max_score": max_score}
+            entry["passed"] = score >= max_score
+            entry["message"] = ""
+            if not entry["passed"]:
+                entry["message"] = _message(cell) if cell is not None else "this test did not pass"
+            entry["check"] = None
+            if entry["passed"]:
+                entry["check"], problem = self._recheck(nb, nb_id, grade.name, claims, run)
+                if problem:
+                    grade.auto_score = 0.0
+                    entry.update(score=0.0, passed=False, check="refuted")
+                    entry["message"] = (
+                        f"points withdrawn after re-checking outside the notebook: {problem}"
+                    )
+                    result["flags"].append(f"{grade.name}: refuted ({problem})")
+                    if cell is not None:
+                        cell.outputs.append(
+                            nbformat.v4.new_output(
+                                "error",
+                                ename="NotVerified",
+                                evalue=entry["message"],
+                                traceback=[f"NotVerified: {entry['message']}"],
+                            )
+                        )
+                        changed = True
+            cells.append(entry)
+        order = {c.metadata.get("nbgrader", {}).get("grade_id"): i for i, c in enumerate(nb.cells)}
+        cells.sort(key=lambda e: order.get(e["grade_id"], len(order)))
+        answers = {
+            c.metadata["nbgrader"]["grade_id"]
+            for c in nb.cells
+            if c.metadata.get("nbgrader", {}).get("solution")
+        }
+        result["flags"] += scan_notebook(nb, answers)
+        if run.get("truncated"):
+            result["notes"].append(f"{name}: output of {run['truncated']} cell(s) cut at the cap")
+        if changed:
+            path.chmod(0o644)
+            nbformat.write(nb, path)
+        return {
+            "notebook": name,
+            "score": sum(c["score"] for c in cells),
+            "max_score": sum(c["max_score"] for c in cells),
+            "cells": cells,
+            "manual": manual,
+            "stopped": run.get("stopped"),
+            "seconds": run.get("seconds"),
+            "timing": run.get("timing", {}),
+        }
+
+    @staticmethod
+    def _recheck(nb, nb_id, grade_id, claims, run) -> tuple[str, str | None]:
+        claim = claims.get(grade_id)
+        if claim is None:
+            return "unverified", None
+        problem = None
+        if claim.cases:
+            problem = claims_module.verify(nb_id, grade_id, run.get("dumps", {}).get(grade_id))
+        if problem is None and claim.forbidden:
+            source = _answer_source(nb, claim.function)
+            problem = claims_module.verify_static(nb_id, grade_id, source)
+        return ("refuted" if problem else "verified"), problem
+
+    def _publish(self, assignment, student, expected, folder: Path) -> None:
+        """Copy what the instructor keeps into the output folder, one atomic file at a time."""
+        course = self.run.root
+        for name in expected:
+            stem = Path(name).stem
+            pairs = [
+                (course / "autograded" / student / assignment / name, "autograded", name),
+                (
+                    course / "feedback" / student / assignment / f"{stem}.html",
+                    "feedback",
+                    f"{stem}.html",
+                ),
+            ]
+            for src, kind, filename in pairs:
+                if src.is_file():
+                    copy_atomic(src, self.out / kind / student / assignment / filename)
+        target = self.out / "submitted" / student / assignment
+        if folder.resolve() != target.resolve():
+            submitted = course / "submitted" / student / assignment
+            for src in sorted(p for p in submitted.rglob("*") if p.is_file()):
+                copy_atomic(src, target / src.relative_to(submitted))
+
+    def _clean(self, student: str, assignment: str, result: dict) -> None:
+        for step in ("submitted", "autograded", "feedback"):
+            shutil.rmtree(self.run.root / step / student, ignore_errors=True)
+        try:
+            with self.run.gradebook() as gb:
+                gb.remove_submission(assignment, student)
+        except MissingEntry:
+            pass
+        if self.zygote is None:
+            return
+        clean = self.zygote.reset()
+        if self.zygote.last_killed:
+            result["flags"].append(
+                f"left {self.zygote.last_killed} process(es) running after its notebook: killed"
+            )
+        if not clean:
+            self._restart_forkserver()
+
+    def _restart_forkserver(self) -> None:
+        try:
+            self.zygote.start()
+        except ZygoteError as err:  # carry on with a fresh sandbox per kernel
+            print(f"forkserver lost ({err}); cold kernels from now on", file=sys.stderr)
+            self.zygote.stop()
+            self.zygote = SandboxKernelManager.zygote = None
+
+    def close(self) -> None:
+        if self.zygote is not None:
+            self.zygote.stop()
+
+
+def main() -> None:
+    cfg = RunConfig.load(Path(sys.argv[1]))
+    index = int(sys.argv[2])
+    requests = os.fdopen(os.dup(0), "r")
+    replies = os.fdopen(os.dup(1), "w")
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)  # whatever prints goes to the worker's log, not into the protocol
+    try:
+        with kernel_stderr_silenced():
+            worker = Worker(cfg, index)
+    except Exception as err:
+        traceback.print_exc()
+        replies.write(json.dumps({"ready": False, "error": f"{type(err).__name__}: {err}"}) + "\n")
+        replies.flush()
+        raise SystemExit(1) from None
+    replies.write(json.dumps({"ready": True}) + "\n")
+    replies.flush()
+    try:
+        for line in requests:
+            job = json.loads(line)
+            reply = worker.grade(job)
+            replies.write(json.dumps(reply) + "\n")
+            replies.flush()
+    finally:
+        worker.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,581 @@
+"""Classroom grading: the parts that need no kernel, then resume and cold kernels end to end."""
+
+import csv
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from autograder import paths
+from autograder.classroom import claims
+from autograder.classroom.execute import GradingExecute
+from autograder.classroom.feedback import ClassroomFeedback
+from autograder.classroom.files import folder_digest, read_json, write_atomic
+from autograder.classroom.grade import discover, shard_of
+from autograder.classroom.gradebook import (
+    MergeError,
+    copy_assignment,
+    merge,
+    open_gradebook,
+    submission_record,
+    write_submission,
+)
+from autograder.classroom.isolation import Isolation, Limits, bwrap_argv, describe, kernel_env
+from autograder.classroom.launch import launch_argv
+from autograder.classroom.scan import scan_notebook, scan_source
+from autograder.classroom.structure import SubmissionError, prepare, restore_structure
+from autograder.classroom.zygote import _empty
+from conftest import REPO, autograder, run
+
+NB = "01_attention_from_scratch"
+
+
+def _cell(source, grade_id, **meta):
+    cell = new_code_cell(source)
+    cell.id = grade_id
+    cell.metadata["nbgrader"] = {"grade_id": grade_id, "schema_version": 3, **meta}
+    return cell
+
+
+def _release():
+    return new_notebook(
+        cells=[
+            _cell("from x import check_f", "setup", locked=True, grade=False, solution=False),
+            _cell("def f(x):\n    raise NotImplementedError()", "f", solution=True, grade=False),
+            _cell("check_f(f)", "test_f", grade=True, locked=True, solution=False, points=1),
+        ]
+    )
+
+
+# ----------------------------------------------------------------------------- structure
+
+
+def test_stripped_metadata_is_restored_by_cell_id():
+    nb = _release()
+    for cell in nb.cells:
+        cell.metadata.pop("nbgrader")
+    notes = restore_structure(nb, _release())
+    assert [c.metadata["nbgrader"]["grade_id"] for c in nb.cells] == ["setup", "f", "test_f"]
+    assert sum("restored the grading metadata" in n for n in notes) == 3
+
+
+def test_duplicates_keep_only_the_last_copy_graded():
+    nb = _release()
+    nb.cells.insert(2, nbformat.from_dict(json.loads(json.dumps(nb.cells[2]))))
+    notes = restore_structure(nb, _release())
+    graded = [c for c in nb.cells if "nbgrader" in c.metadata]
+    assert [c.metadata["nbgrader"]["grade_id"] for c in graded] == ["setup", "f", "test_f"]
+    assert nb.cells[3] is graded[-1] and any("appears 2 times" in n for n in notes)
+
+
+def test_deleted_setup_cell_is_put_back_in_place():
+    nb = _release()
+    del nb.cells[0]
+    notes = restore_structure(nb, _release())
+    assert nb.cells[0].metadata["nbgrader"]["grade_id"] == "setup"
+    assert notes == ["locked cell `setup` was deleted: put back"]
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"", "is empty"),
+        (b'{"cells": [', "not valid JSON"),
+        (b'{"nbformat": 3, "nbformat_minor": 0, "worksheets": []}', "format 3"),
+    ],
+)
+def test_unreadable_notebooks_are_errors_with_a_reason(tmp_path, content, expected):
+    release = tmp_path / "release.ipynb"
+    nbformat.write(_release(), release)
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "a.ipynb").write_bytes(content)
+    with pytest.raises(SubmissionError, match=expected):
+        prepare(folder, {"a.ipynb": release}, tmp_path / "dest")
+
+
+def test_renamed_notebook_is_graded_and_symlinks_are_not_copied(tmp_path):
+    release = tmp_path / "release.ipynb"
+    nbformat.write(_release(), release)
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    nbformat.write(_release(), folder / "a (1).ipynb")
+    (folder / "secret").symlink_to("/etc/hostname")
+    (folder / "data.txt").write_text("x")
+    notes = prepare(folder, {"a.ipynb": release}, tmp_path / "dest")
+    assert sorted(p.name for p in (tmp_path / "dest").iterdir()) == ["a.ipynb", "data.txt"]
+    assert any("graded a (1).ipynb as a.ipynb" in n for n in notes)
+    assert any("symbolic link secret" in n for n in notes)
+    with pytest.raises(SubmissionError, match="no b.ipynb"):
+        prepare(folder, {"b.ipynb": release}, tmp_path / "dest2")
+
+
+# ----------------------------------------------------------------------------- scan
+
+
+@pytest.mark.parametrize(
+    ("source", "flag"),
+    [
+        ("torch.allclose = lambda *a, **k: True", "patches torch.allclose"),
+        ("setattr(torch, 'equal', f)", "setattr"),
+        ("import builtins", "imports builtins"),
+        ("import autograder.checks._core as c", "grading package"),
+        ("check_softmax_values = print", "which the tests call"),
+        ("import sys\nsys.modules['torch'] = None", "sys.modules"),
+        ("open('../other/x.ipynb')", "outside its folder"),
+        ("import os\nos.environ['X']", "environment"),
+        ("import subprocess", "starts processes"),
+        ("import ctypes", "ctypes"),
+        ("!cat ../../gradebook.db", "talks to the kernel"),
+        ("get_ipython().events.register('pre_run_cell', print)", "talks to the kernel"),
+    ],
+)
+def test_scan_flags_suspicious_patterns(source, flag):
+    found = scan_source(source, {"check_softmax_values"})
+    assert any(flag in f for f in found), found
+
+
+def test_scan_is_quiet_on_the_instructor_answers():
+    if NB not in paths.notebook_ids():
+        pytest.skip(f"{NB} is not in solutions/")
+    from autograder.build import instructor_notebook_text
+
+    nb = nbformat.reads(instructor_notebook_text(NB), as_version=4)
+    answers = {c.metadata["nbgrader"]["grade_id"] for c in nb.cells if "nbgrader" in c.metadata}
+    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id")]
+    assert scan_notebook(nb, answers) == []
+
+
+# ----------------------------------------------------------------------------- claims
+
+
+def _softmax(x, dim=-1):
+    e = torch.exp(x - x.amax(dim=dim, keepdim=True))
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def _sdpa(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / q.size(-1) ** 0.5
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = _softmax(scores)
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)
+    return weights @ v, weights
+
+
+def test_claims_hold_for_right_answers_and_fail_for_wrong_ones():
+    for grade_id, claim in claims.CLAIMS[NB].items():
+        right = _softmax if claim.function == "softmax" else _sdpa
+        assert claims.verify(NB, grade_id, claims.payload(NB, grade_id, right)) is None, grade_id
+        if grade_id.endswith(("no_builtin", "shapes")):
+            continue  # these only need the function to run and get shapes right
+        zeros = (
+            (lambda x, dim=-1: torch.zeros_like(x))
+            if right is _softmax
+            else (lambda q, k, v, mask=None: tuple(t * 0 for t in _sdpa(q, k, v, mask)))
+        )
+        assert "differs" in claims.verify(NB, grade_id, claims.payload(NB, grade_id, zeros))
+
+
+def test_claims_treat_missing_or_forged_outputs_as_false():
+    gid = "test_softmax_matches_torch"
+    assert "could not be re-run" in claims.verify(NB, gid, None)
+    assert "malformed" in claims.verify(NB, gid, "{not json")
+    forged = json.dumps({"grade_id": gid, "outputs": [{"shape": [2], "data": ["x", 1]}] * 6})
+    assert claims.verify(NB, gid, forged)
+    other = claims.payload(NB, "test_softmax_stable", _softmax)
+    assert "do not match" in claims.verify(NB, gid, other)
+
+
+def test_static_claim_sees_builtins_however_they_are_reached():
+    gid = "test_softmax_no_builtin"
+    for source in (
+        "def softmax(x, dim=-1):\n    return x.softmax(dim)",
+        "from torch.nn.functional import softmax as s\ndef softmax(x, dim=-1):\n    return s(x)",
+        "def softmax(x, dim=-1):\n    return getattr(torch, 'softmax')(x, dim)",
+    ):
+        assert "built-in" in claims.verify_static(NB, gid, source), source
+    assert claims.verify_static(NB, gid, "def softmax(x, dim=-1):\n    return x.exp()") is None
+
+
+# ----------------------------------------------------------------------------- kernel outputs
+
+
+def test_test_cells_keep_only_their_own_result():
+    failing = _cell("check_f(f)", "test_f", grade=True, locked=True, points=2)
+    failing.outputs = [
+        new_output("execute_result", data={"text/plain": "100"}, execution_count=1),
+        new_output("error", ename="AssertionError", evalue="wrong", traceback=[]),
+    ]
+    GradingExecute._keep_own_result(failing)
+    assert [o.output_type for o in failing.outputs] == ["error"]
+    partial = _cell("0.5", "test_g", grade=True, locked=True, points=2)
+    partial.outputs = [
+        new_output("execute_result", data={"text/plain": "100"}, execution_count=1),
+        new_output("execute_result", data={"text/plain": "0.5"}, execution_count=1),
+    ]
+    GradingExecute._keep_own_result(partial)
+    assert [o.data["text/plain"] for o in partial.outputs] == ["0.5"]
+
+
+def test_feedback_drops_outputs_and_redacts_hidden_tests():
+    hidden = "check_f(f, seed=1, thorough=True)"
+    test = _cell(
+        f"check_f(f)\n### BEGIN HIDDEN TESTS\n{hidden}\n### END HIDDEN TESTS\n",
+        "test_f",
+        grade=True,
+        locked=True,
+        points=1,
+    )
+    test.outputs = [
+        new_output("stream", name="stdout", text=f"spy: {hidden}"),
+        new_output(
+            "error",
+            ename="ValueError",
+            evalue=f"leak {hidden} " + "x" * 900,
+            traceback=["long", "traceback"],
+        ),
+    ]
+    own = new_code_cell("print(1)")
+    own.outputs = [new_output("stream", name="stdout", text=hidden)]
+    nb = new_notebook(cells=[new_markdown_cell("hi"), own, test])
+    nb, _ = ClassroomFeedback().preprocess(nb, {})
+    text = json.dumps(nb)
+    assert hidden not in text and "BEGIN HIDDEN" not in text
+    assert own.outputs == [] and len(test.outputs) == 1
+    assert test.outputs[0].evalue.startswith("leak [hidden test]")
+    assert len(test.outputs[0].evalue) <= 300
+
+
+# ----------------------------------------------------------------------------- files, layout
+
+
+def test_atomic_writes_and_digests(tmp_path):
+    target = tmp_path / "a" / "r.json"
+    write_atomic(target, '{"x": 1}')
+    assert read_json(target) == {"x": 1} and not list(target.parent.glob(".*tmp"))
+    (tmp_path / "a" / "bad.json").write_text("{")
+    assert read_json(tmp_path / "a" / "bad.json") is None
+    before = folder_digest(tmp_path / "a")
+    write_atomic(target, '{"x": 2}')
+    assert folder_digest(tmp_path / "a") != before
+
+
+def test_discover_and_shards_partition_the_class(tmp_path):
+    for student in ("ann", "bo", "cy", "di", "ed"):
+        (tmp_path / student / NB).mkdir(parents=True)
+    (tmp_path / "ann" / "99_unknown").mkdir()
+    (tmp_path / "notes.txt").write_text("x")
+    jobs, ignored = discover(tmp_path, [NB])
+    assert [j.student for j in jobs] == ["ann", "bo", "cy", "di", "ed"]
+    assert sorted(ignored) == [
+        "ann/99_unknown: not an assignment of the course",
+        "notes.txt: not a student folder",
+    ]
+    shards = [{j.student for j in discover(tmp_path, [NB], (k, 3))[0]} for k in range(3)]
+    assert set().union(*shards) == {j.student for j in jobs}
+    assert sum(len(s) for s in shards) == len(jobs)
+    assert all(shard_of(s, 3) == k for k, shard in enumerate(shards) for s in shard)
+
+
+def test_zygote_cleanup_spares_the_grader_bind_mounts(tmp_path):
+    runtime, inbox, work = tmp_path / "w" / "k", tmp_path / "w" / "inbox", tmp_path / "work"
+    for d in (runtime, inbox, work / "s" / "a"):
+        d.mkdir(parents=True)
+    (runtime / "marker").touch()
+    (inbox / "00000").touch()
+    (work / "s" / "a" / "junk").touch()
+    (tmp_path / "mpl").mkdir()
+    (tmp_path / "stray").write_text("x")
+    _empty(tmp_path, {"mpl"}, (runtime, inbox, work))
+    _empty(work, protected=(runtime, inbox, work))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mpl", "w", "work"]
+    assert (runtime / "marker").exists() and (inbox / "00000").exists()
+    assert not list(work.iterdir())
+
+
+# ----------------------------------------------------------------------------- isolation
+
+
+def test_describe_says_what_holds_and_what_does_not():
+    limits = Limits()
+    full = describe(
+        Isolation("/usr/bin/prlimit", "/usr/bin/bwrap", "/usr/bin/setpriv", True), limits
+    )
+    assert "no network" in full[1] and "unprivileged uids" in full[2]
+    bare = describe(Isolation(None, None, None, False), limits)
+    assert bare[0].startswith("NO resource limits") and bare[1].startswith("NO sandbox")
+    assert "all of this user's processes" in bare[2]
+
+
+def test_sandbox_command_hides_the_course_and_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("GITHUB_TOKEN", "secret")
+    iso = Isolation("/usr/bin/prlimit", "/usr/bin/bwrap", "/usr/bin/setpriv", True)
+    env = kernel_env(Limits(), dict(os.environ))
+    argv = bwrap_argv(
+        iso,
+        Limits(),
+        rw_dirs=[str(tmp_path / "k")],
+        workdir=str(tmp_path / "w"),
+        workdir_files={"data.csv": str(tmp_path / "data.csv")},
+        font_cache=None,
+        uid=61000,
+        env=env,
+    )
+    text = " ".join(argv)
+    assert "--unshare-net" in argv and "--unshare-pid" in argv and "--clearenv" in argv
+    assert "secret" not in text and str(paths.SOLUTIONS_DIR) not in text
+    assert f"--ro-bind {tmp_path / 'data.csv'} {tmp_path / 'w' / 'data.csv'}" in text
+    assert "--reuid=61000" in text
+
+
+def test_launcher_refuses_a_runtime_folder_it_did_not_make(tmp_path):
+    (tmp_path / "kernel.json").write_text("{}")
+    spec = {"isolation": Isolation(None, None, None, False).to_json(), "limits": {}, "uid": None}
+    with pytest.raises(SystemExit, match="refusing"):
+        launch_argv(spec, ["python", "-f", str(tmp_path / "kernel.json")], tmp_path)
+
+
+# ----------------------------------------------------------------------------- gradebooks
+
+
+@pytest.fixture(scope="module")
+def empty_db(tmp_path_factory) -> Path:
+    """An empty gradebook, made once: creating one runs alembic, which takes seconds."""
+    path = tmp_path_factory.mktemp("gradebooks") / "empty.db"
+    with open_gradebook(path):
+        pass
+    return path
+
+
+def _gradebook(empty: Path, path: Path, students: dict[str, float], points=(1.0, 2.0)) -> Path:
+    shutil.copyfile(empty, path)
+    with open_gradebook(path) as gb:
+        gb.add_assignment("hw")
+        gb.add_notebook("hw", "hw")
+        for i, p in enumerate(points):
+            gb.add_grade_cell(f"test_{i}", "hw", "hw", max_score=p, cell_type="code")
+            gb.add_source_cell(
+                f"test_{i}", "hw", "hw", cell_type="code", locked=True, source="pass", checksum="c"
+            )
+        for student, score in students.items():
+            gb.add_student(student)
+            gb.add_submission("hw", student)
+            for grade in gb.find_submission("hw", student).notebooks[0].grades:
+                grade.auto_score = min(score, grade.max_score)
+                grade.needs_manual_grade = False
+            gb.db.commit()
+    return path
+
+
+def test_merge_unions_shards_and_refuses_conflicts(tmp_path, empty_db):
+    a = _gradebook(empty_db, tmp_path / "a.db", {"ann": 1.0, "bo": 0.0})
+    b = _gradebook(empty_db, tmp_path / "b.db", {"cy": 2.0})
+    shutil.copyfile(empty_db, tmp_path / "all.db")
+    report = merge([a, b], tmp_path / "all.db")
+    assert report["added"] == 3 and not report["conflicts"]
+    again = merge([a, b], tmp_path / "all.db")
+    assert again["same"] == 3 and again["added"] == 0
+    clash = _gradebook(empty_db, tmp_path / "c.db", {"ann": 0.0})
+    assert merge([clash], tmp_path / "all.db")["conflicts"] == [f"hw/ann ({clash})"]
+    with open_gradebook(tmp_path / "all.db") as gb:
+        assert {s.student.id: s.score for s in gb.find_assignment("hw").submissions} == {
+            "ann": 2.0,
+            "bo": 0.0,
+            "cy": 3.0,
+        }
+    assert merge([clash], tmp_path / "all.db", replace=True)["replaced"] == 1
+    other = _gradebook(empty_db, tmp_path / "d.db", {"ed": 1.0}, points=(5.0,))
+    with pytest.raises(MergeError, match="different test cells"):
+        merge([other], tmp_path / "all.db")
+
+
+def test_manual_grades_and_comments_travel_with_a_merge(tmp_path, empty_db):
+    a = _gradebook(empty_db, tmp_path / "a.db", {"ann": 1.0})
+    with open_gradebook(a) as gb:
+        grade = gb.find_submission("hw", "ann").notebooks[0].grades[0]
+        grade.manual_score, grade.extra_credit = 0.5, 1.0
+        gb.db.commit()
+        record = submission_record(gb, "hw", "ann")
+    shutil.copyfile(empty_db, tmp_path / "out.db")
+    merge([a], tmp_path / "out.db")
+    with open_gradebook(tmp_path / "out.db") as gb:
+        assert submission_record(gb, "hw", "ann") == record
+        copy_assignment(gb, gb, "hw")  # a gradebook agrees with itself
+        write_submission(gb, "hw", "ann", record)
+        assert submission_record(gb, "hw", "ann") == record
+
+
+def test_merge_command_writes_the_gradebook_and_a_csv(tmp_path, empty_db):
+    a = _gradebook(empty_db, tmp_path / "a.db", {"ann": 1.0})
+    b = _gradebook(empty_db, tmp_path / "b.db", {"bo": 3.0})
+    done = autograder(
+        "merge", str(a), str(b), "--out", str(tmp_path / "m.db"), "--csv", str(tmp_path / "m.csv")
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 added" in done.stdout
+    with open(tmp_path / "m.csv", newline="") as f:
+        rows = {r["student_id"]: r for r in csv.DictReader(f)}
+    assert rows["ann"]["score"] == "2" and rows["bo"]["score"] == "3"
+    missing = autograder("merge", str(tmp_path / "nope.db"), "--out", str(tmp_path / "m.db"))
+    assert missing.returncode == 2 and "no such gradebook" in missing.stdout
+
+
+def test_grade_command_reports_a_missing_folder(tmp_path):
+    done = autograder("grade", str(tmp_path / "nope"), "--out", str(tmp_path / "out"))
+    assert done.returncode == 2 and "is not a folder" in done.stdout
+
+
+# ----------------------------------------------------------------------------- end to end
+
+
+def _class(tmp_path: Path, students: dict[str, str]) -> Path:
+    """Submissions of notebook 01: ``correct``, ``stub`` (release) or ``corrupt``."""
+    from hostile import notebooks
+
+    subs = tmp_path / "subs"
+    solution, release = notebooks(tmp_path)
+    for student, kind in students.items():
+        folder = subs / student / NB
+        folder.mkdir(parents=True)
+        if kind == "corrupt":
+            (folder / f"{NB}.ipynb").write_text('{"cells": [')
+        else:
+            nbformat.write(solution if kind == "correct" else release, folder / f"{NB}.ipynb")
+    return subs
+
+
+@pytest.fixture(scope="module")
+def notebook_01():
+    if NB not in paths.notebook_ids():
+        pytest.skip(f"{NB} is not in solutions/")
+
+
+@pytest.mark.slow
+def test_interrupted_run_resumes_without_regrading(tmp_path, notebook_01):
+    students = {
+        "a_correct": "correct",
+        "b_stub": "stub",
+        "c_corrupt": "corrupt",
+        "d_correct": "correct",
+        "e_stub": "stub",
+        "f_correct": "correct",
+    }
+    subs = _class(tmp_path, students)
+    out = tmp_path / "out"
+    command = [
+        sys.executable,
+        "-m",
+        "autograder",
+        "grade",
+        str(subs),
+        "--out",
+        str(out),
+        "--jobs",
+        "1",
+        "--cell-timeout",
+        "20",
+        "--budget",
+        "60",
+    ]
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
+    first = subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    results = out / "results" / NB
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and len(list(results.glob("*.json"))) < 2:
+        time.sleep(0.5)
+    first.send_signal(signal.SIGINT)
+    stdout, stderr = first.communicate(timeout=120)
+    done_before = {p.name: p.stat().st_mtime_ns for p in results.glob("*.json")}
+    assert first.returncode == 130 and "interrupted" in stderr, stdout + stderr
+    assert 2 <= len(done_before) < len(students)
+    second = run(command)
+    assert second.returncode == 2, second.stdout + second.stderr  # the corrupt one
+    assert f"{len(done_before)} unchanged since the last run" in second.stdout, second.stdout
+    after = {p.name: p.stat().st_mtime_ns for p in results.glob("*.json")}
+    assert {k: after[k] for k in done_before} == done_before
+    assert sorted(after) == sorted(f"{s}.json" for s in students)
+    with open_gradebook(out / "gradebook.db") as gb:
+        scores = {s.student.id: s.score for s in gb.find_assignment(NB).submissions}
+    expected = {s: 10.0 if kind == "correct" else 0.0 for s, kind in students.items()}
+    del expected["c_corrupt"]
+    assert scores == expected
+
+
+@pytest.mark.slow
+def test_cold_kernels_grade_the_same_and_kernel_deaths_are_explained(tmp_path, notebook_01):
+    subs = _class(tmp_path, {"correct": "correct", "exits": "correct"})
+    nb_path = subs / "exits" / NB / f"{NB}.ipynb"
+    nb = nbformat.read(nb_path, as_version=4)
+    nb.cells.append(new_code_cell("import os\nos._exit(3)"))
+    nb.cells.append(new_code_cell("print('never')"))
+    nbformat.write(nb, nb_path)
+    done = autograder("grade", str(subs), "--out", str(tmp_path / "out"), "--cold", "--jobs", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "a fresh kernel each" in done.stdout
+    results = {
+        s: json.loads((tmp_path / "out" / "results" / NB / f"{s}.json").read_text())
+        for s in ("correct", "exits")
+    }
+    assert results["correct"]["score"] == results["exits"]["score"] == 10.0
+    assert "exited with status 3" in results["exits"]["notebooks"][0]["stopped"]
+
+
+@pytest.mark.slow
+def test_notebooks_02_to_04_are_verified_outside_the_kernel(tmp_path):
+    """Correct work of 02-04 keeps full marks with its cells re-checked outside the kernel; a
+    wrong causal mask whose checks were rebound to no-ops passes in the kernel and is refuted."""
+    from hostile import filled, insert_after, notebooks, set_answer
+
+    ids = ["02_multi_head_attention", "03_masking", "04_grouped_query_attention"]
+    if not set(ids) <= set(paths.notebook_ids()):
+        pytest.skip("notebooks 02-04 are not all in solutions/")
+    subs = tmp_path / "subs"
+    for nb_id in ids:
+        solution, release = notebooks(tmp_path / nb_id, nb_id)
+        (subs / "ada" / nb_id).mkdir(parents=True)
+        nbformat.write(filled(release, solution), subs / "ada" / nb_id / f"{nb_id}.ipynb")
+    solution, release = notebooks(tmp_path / "cheat", "03_masking")
+    cheat = set_answer(
+        filled(release, solution),
+        "causal_mask",
+        "def causal_mask(T, S=None, device=None):\n"
+        "    return torch.ones(T, T if S is None else S, dtype=torch.bool)\n",
+    )
+    setup = next(
+        c.source for c in cheat.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup"
+    )
+    names = sorted(set(re.findall(r"\bcheck_\w+", setup)))
+    cheat = insert_after(
+        cheat, "causal_mask", "".join(f"{n} = lambda *a, **k: None\n" for n in names)
+    )
+    (subs / "cheat" / "03_masking").mkdir(parents=True)
+    nbformat.write(cheat, subs / "cheat" / "03_masking" / "03_masking.ipynb")
+    done = autograder("grade", str(subs), "--out", str(tmp_path / "out"), "--jobs", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = tmp_path / "out" / "results"
+    for nb_id in ids:
+        r = json.loads((results / nb_id / "ada.json").read_text())
+        cells = [c for nb in r["notebooks"] for c in nb["cells"]]
+        assert r["score"] == r["max_score"] > 0, (nb_id, cells)
+        assert {c["check"] for c in cells} <= {"verified", "unverified"}, (nb_id, cells)
+        assert sum(c["check"] == "verified" for c in cells) >= 4, (nb_id, cells)
+    r = json.loads((results / "03_masking" / "cheat.json").read_text())
+    refuted = {
+        c["grade_id"] for nb in r["notebooks"] for c in nb["cells"] if c["check"] == "refuted"
+    }
+    assert {"test_causal_mask_values", "test_causal_mask_no_leak"} <= refuted, r
+    assert any("which the tests call" in f for f in r["flags"]), r["flags"]
