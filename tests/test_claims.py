@@ -1,4 +1,4 @@
-"""The out-of-kernel claims of notebooks 02-04 hold for every correct answer and refute wrong ones.
+"""The out-of-kernel claims of notebooks 02-07 hold for every correct answer and refute wrong ones.
 
 A claim that refutes a correct answer costs a learner points, so every correct implementation in
 ``tests/mistakes`` and the instructor's own answers must verify; every catalogued mistake that
@@ -15,13 +15,14 @@ import jupytext
 import pytest
 import torch
 import torch.nn.functional as F
-from mistakes import gqa, masking, multihead
+from mistakes import gpu, gqa, heads, masking, multihead, parallel
 from torch import nn
 
 from autograder import paths
 from autograder.classroom import claims
 
 NB2, NB3, NB4 = "02_multi_head_attention", "03_masking", "04_grouped_query_attention"
+NB5, NB6, NB7 = "05_parallel_vs_sequential", "06_gpu_attention", "07_exploring_heads"
 
 CORRECT = {
     (NB2, "test_split_heads_layout"): multihead.CORRECT_SPLIT,
@@ -39,6 +40,16 @@ CORRECT = {
     (NB4, "test_repeat_kv_grouping"): gqa.CORRECT_REPEAT,
     (NB4, "test_gqa_param_count_values"): gqa.CORRECT_COUNT,
     (NB4, "test_mha_to_gqa_pooling"): gqa.CORRECT_CONVERT,
+    (NB5, "test_mha_sequential_matches_torch"): parallel.CORRECT_SEQUENTIAL,
+    (NB5, "test_mha_parallel_matches_torch"): parallel.CORRECT_PARALLEL,
+    (NB5, "test_attention_flops_matches_flop_counter"): parallel.CORRECT_FLOPS,
+    (NB6, "test_tiled_attention_matches_sdpa"): gpu.CORRECT_TILED,
+    (NB6, "test_tiled_attention_causal"): gpu.CORRECT_TILED,
+    (NB7, "test_head_entropy_values"): heads.CORRECT_ENTROPY,
+    (NB7, "test_head_entropy_zero_weights"): heads.CORRECT_ENTROPY,
+    (NB7, "test_previous_token_score_values"): heads.CORRECT_PREVIOUS,
+    (NB7, "test_previous_token_score_patterns"): heads.CORRECT_PREVIOUS,
+    (NB7, "test_head_importance_values"): heads.CORRECT_IMPORTANCE,
 }
 
 # The test cell each check runs in, for the checks whose cells have a claim.
@@ -62,6 +73,16 @@ CELL_OF_CHECK = {
     gqa.checks.check_repeat_kv: (NB4, "test_repeat_kv_grouping"),
     gqa.checks.check_gqa_param_count: (NB4, "test_gqa_param_count_values"),
     gqa.checks.check_mha_to_gqa: (NB4, "test_mha_to_gqa_pooling"),
+    parallel.checks.check_mha_sequential_values: (NB5, "test_mha_sequential_matches_torch"),
+    parallel.checks.check_mha_parallel_values: (NB5, "test_mha_parallel_matches_torch"),
+    parallel.checks.check_attention_flops: (NB5, "test_attention_flops_matches_flop_counter"),
+    gpu.checks.check_tiled_values: (NB6, "test_tiled_attention_matches_sdpa"),
+    gpu.checks.check_tiled_causal: (NB6, "test_tiled_attention_causal"),
+    heads.ck.check_head_entropy_values: (NB7, "test_head_entropy_values"),
+    heads.ck.check_head_entropy_zero_weights: (NB7, "test_head_entropy_zero_weights"),
+    heads.ck.check_previous_token_score_values: (NB7, "test_previous_token_score_values"),
+    heads.ck.check_previous_token_score_patterns: (NB7, "test_previous_token_score_patterns"),
+    heads.ck.check_head_importance_values: (NB7, "test_head_importance_values"),
 }
 
 # Mistakes that break a rule about how the answer is computed, not its values: on the claims'
@@ -77,11 +98,21 @@ RULE_ONLY = {
     "attention_mixes_devices",
     "padding_in_place",  # changes its input
     "convert: shares q/out",  # shares tensors with the MHA
+    "seq_calls_functional",  # F.multi_head_attention_forward gives PyTorch's own values
+    "inplace",  # tiled_attention scales q in place, then computes the right output
+    "dtype_float",  # float32 for half inputs; the claims' inputs are float32 and float64
+    "entropy: casts to float32",  # dtype, values within tolerance
 }
 
-MISTAKES = [
-    m for m in multihead.MISTAKES + masking.MISTAKES + gqa.MISTAKES if m.check in CELL_OF_CHECK
+_CATALOGUES = [
+    multihead.MISTAKES,
+    masking.MISTAKES,
+    gqa.MISTAKES,
+    parallel.MISTAKES,
+    gpu.MISTAKES_TILED + gpu.MISTAKES_TILED_THOROUGH,
+    heads.MISTAKES,
 ]
+MISTAKES = [m for catalogue in _CATALOGUES for m in catalogue if m.check in CELL_OF_CHECK]
 
 
 def _verify(notebook_id: str, grade_id: str, fn) -> str | None:
@@ -92,8 +123,14 @@ def _verify(notebook_id: str, grade_id: str, fn) -> str | None:
 def _solution(notebook_id: str) -> dict:
     """The instructor's answers: the notebook's answer cells and given cells, run in order."""
     namespace = {"torch": torch, "nn": nn, "F": F, "math": math}
+    if notebook_id == NB6:  # its Triton kernel cells need the names to define
+        from autograder.lab.triton_support import tl, triton
+
+        namespace.update(tl=tl, triton=triton)
     for cell in jupytext.read(paths.source_text(notebook_id)).cells:
         meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code":
+            continue  # written answers
         if meta.get("solution") or meta.get("grade_id", "").startswith("given_"):
             exec(cell.source, namespace)  # the course's own notebook source
     return namespace
@@ -141,11 +178,46 @@ def test_rule_only_mistakes_exist():
     assert RULE_ONLY <= {m.name for m in MISTAKES}
 
 
+# Right values, but a rule of another test cell broken (how the heads are scheduled, FLOPs, memory,
+# SDPA, side effects on the model): the value claims hold, the other cells' checks fail them.
+OTHER_CELLS_RULES = [
+    ((NB5, "test_mha_sequential_matches_torch"), parallel.par_math),
+    ((NB5, "test_mha_sequential_matches_torch"), parallel.seq_full_projection_each_head),
+    ((NB5, "test_mha_parallel_matches_torch"), parallel.seq_linear),
+    ((NB5, "test_mha_parallel_matches_torch"), parallel.par_chunk_loop),
+    ((NB5, "test_mha_parallel_matches_torch"), parallel.par_wasted_scores),
+    *[
+        ((NB6, grade_id), impl)
+        for grade_id in ("test_tiled_attention_matches_sdpa", "test_tiled_attention_causal")
+        for impl in (
+            gpu.tiled_materialised,
+            gpu.tiled_over_queries,
+            gpu.tiled_full_mask,
+            gpu.tiled_uses_sdpa,
+        )
+    ],
+    ((NB7, "test_head_importance_values"), heads.importance_leaves_head_masked),
+    ((NB7, "test_head_importance_values"), heads.importance_eval_not_restored),
+    ((NB7, "test_head_importance_values"), heads.importance_train_mode),
+    ((NB7, "test_head_importance_values"), heads.importance_with_grad),
+    ((NB7, "test_head_importance_values"), heads.importance_freezes_parameters),
+]
+
+
+@pytest.mark.parametrize(
+    "cell, impl", OTHER_CELLS_RULES, ids=[f"{c[1]}-{i.__name__}" for c, i in OTHER_CELLS_RULES]
+)
+def test_other_cells_rules_are_left_to_their_checks(cell, impl):
+    assert _verify(*cell, impl) is None
+
+
 @pytest.mark.parametrize(
     "cell, impl",
     [
         ((NB2, "test_MultiHeadAttention_matches_torch"), multihead.MHASeparate),
         ((NB4, "test_mha_to_gqa_pooling"), gqa.CORRECT_CONVERT["view_mean"]),
+        ((NB5, "test_mha_sequential_matches_torch"), parallel.seq_linear),
+        ((NB7, "test_head_importance_values"), heads.importance_argument),
     ],
     ids=lambda x: getattr(x, "__name__", None) or str(x[1]),
 )

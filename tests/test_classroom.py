@@ -535,14 +535,21 @@ def test_cold_kernels_grade_the_same_and_kernel_deaths_are_explained(tmp_path, n
 
 
 @pytest.mark.slow
-def test_notebooks_02_to_04_are_verified_outside_the_kernel(tmp_path):
-    """Correct work of 02-04 keeps full marks with its cells re-checked outside the kernel; a
+def test_notebooks_02_to_07_are_verified_outside_the_kernel(tmp_path):
+    """Correct work of 02-07 keeps full marks with its cells re-checked outside the kernel; a
     wrong causal mask whose checks were rebound to no-ops passes in the kernel and is refuted."""
     from hostile import filled, insert_after, notebooks, set_answer
 
-    ids = ["02_multi_head_attention", "03_masking", "04_grouped_query_attention"]
+    ids = [
+        "02_multi_head_attention",
+        "03_masking",
+        "04_grouped_query_attention",
+        "05_parallel_vs_sequential",
+        "06_gpu_attention",
+        "07_exploring_heads",
+    ]
     if not set(ids) <= set(paths.notebook_ids()):
-        pytest.skip("notebooks 02-04 are not all in solutions/")
+        pytest.skip("notebooks 02-07 are not all in solutions/")
     subs = tmp_path / "subs"
     for nb_id in ids:
         solution, release = notebooks(tmp_path / nb_id, nb_id)
@@ -570,12 +577,36 @@ def test_notebooks_02_to_04_are_verified_outside_the_kernel(tmp_path):
     for nb_id in ids:
         r = json.loads((results / nb_id / "ada.json").read_text())
         cells = [c for nb in r["notebooks"] for c in nb["cells"]]
-        assert r["score"] == r["max_score"] > 0, (nb_id, cells)
+        assert all(c["passed"] for c in cells) and cells, (nb_id, cells)
+        assert r["score"] == sum(c["max_score"] for c in cells), (nb_id, cells)  # manual: apart
         assert {c["check"] for c in cells} <= {"verified", "unverified"}, (nb_id, cells)
-        assert sum(c["check"] == "verified" for c in cells) >= 4, (nb_id, cells)
+        assert sum(c["check"] == "verified" for c in cells) >= 2, (nb_id, cells)
     r = json.loads((results / "03_masking" / "cheat.json").read_text())
     refuted = {
         c["grade_id"] for nb in r["notebooks"] for c in nb["cells"] if c["check"] == "refuted"
     }
     assert {"test_causal_mask_values", "test_causal_mask_no_leak"} <= refuted, r
     assert any("which the tests call" in f for f in r["flags"]), r["flags"]
+
+
+def test_warm_kernels_never_preload_triton(tmp_path):
+    """``@triton.jit`` reads ``TRITON_INTERPRET`` set by the notebook's own import of
+    ``triton_support``; a forkserver that imported Triton first breaks every kernel cell."""
+    from autograder.build import instructor_notebook_text
+    from autograder.classroom.kernels import warm_modules
+
+    nb_id = "06_gpu_attention"
+    if nb_id not in paths.notebook_ids():
+        pytest.skip(f"{nb_id} is not in solutions/")
+    source = tmp_path / f"{nb_id}.ipynb"
+    source.write_text(instructor_notebook_text(nb_id), encoding="utf-8")
+    modules = warm_modules(source)
+    assert "torch" in modules
+    code = "import importlib, sys\n"
+    code += "".join(
+        f"try:\n    importlib.import_module({m!r})\nexcept ImportError:\n    pass\n"
+        for m in modules
+    )
+    code += "assert 'triton' not in sys.modules, 'a warm module imports triton'\n"
+    done = run([sys.executable, "-c", code])
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -278,6 +278,9 @@ class _Registry(dict):
         "02_multi_head_attention": "claims_02",
         "03_masking": "claims_03",
         "04_grouped_query_attention": "claims_04",
+        "05_parallel_vs_sequential": "claims_05",
+        "06_gpu_attention": "claims_06",
+        "07_exploring_heads": "claims_07",
     }
 
     def __missing__(self, notebook_id: str) -> dict[str, Claim]:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import csv
 import io
+import warnings
 from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
+from sqlalchemy.exc import SAWarning
 
 from autograder.nbgrader_run import put_environment_on_path
 from autograder.nbgrader_settings import COURSE_ID
@@ -115,22 +117,26 @@ def write_submission(
 ) -> None:
     """Replace ``student``'s submission of ``assignment`` with ``record``."""
     gb.update_or_create_student(student, **(student_fields or {}))
-    try:
-        gb.remove_submission(assignment, student)
-    except MissingEntry:
-        pass
-    kwargs = {"timestamp": record["timestamp"]} if record.get("timestamp") else {}
-    sub = gb.add_submission(assignment, student, **kwargs)
-    for nb in sub.notebooks:
-        data = record["notebooks"].get(nb.name, {})
-        nb.flagged = bool(data.get("flagged", False))
-        for grade in nb.grades:
-            for field, value in data.get("grades", {}).get(grade.name, {}).items():
-                setattr(grade, field, value)
-        for comment in nb.comments:
-            for field, value in data.get("comments", {}).get(comment.name, {}).items():
-                setattr(comment, field, value)
-    gb.db.commit()
+    with warnings.catch_warnings():
+        # nbgrader's own remove/add cycle makes SQLAlchemy warn about objects it already
+        # detached; the rows are right (the merge tests read them back), the warning is noise.
+        warnings.simplefilter("ignore", SAWarning)
+        try:
+            gb.remove_submission(assignment, student)
+        except MissingEntry:
+            pass
+        kwargs = {"timestamp": record["timestamp"]} if record.get("timestamp") else {}
+        sub = gb.add_submission(assignment, student, **kwargs)
+        for nb in sub.notebooks:
+            data = record["notebooks"].get(nb.name, {})
+            nb.flagged = bool(data.get("flagged", False))
+            for grade in nb.grades:
+                for field, value in data.get("grades", {}).get(grade.name, {}).items():
+                    setattr(grade, field, value)
+            for comment in nb.comments:
+                for field, value in data.get("comments", {}).get(comment.name, {}).items():
+                    setattr(comment, field, value)
+        gb.db.commit()
 
 
 def _auto_part(record: dict) -> dict:

@@ -54,6 +54,11 @@ WARM_SAFE_PREFIXES = (
     "autograder.lab",
 )
 
+# Modules whose import decides something from the kernel's environment, which the forkserver does
+# not have: ``triton_support`` sets ``TRITON_INTERPRET`` and imports Triton, whose ``@triton.jit``
+# then reads it. Imported in the forkserver, a kernel would inherit Triton but not the variable.
+WARM_UNSAFE_PREFIXES = ("triton", "autograder.checks.gpu", "autograder.lab.triton_support")
+
 
 class ZygoteError(RuntimeError):
     """The forkserver died or answered nonsense; the worker starts a new one."""
@@ -286,7 +291,8 @@ def warm_modules(source_notebook: Path) -> list[str]:
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
             for name in names:
-                if name.startswith(WARM_SAFE_PREFIXES) and name not in modules:
+                safe = name.startswith(WARM_SAFE_PREFIXES)
+                if safe and not name.startswith(WARM_UNSAFE_PREFIXES) and name not in modules:
                     modules.append(name)
                 if name.startswith("matplotlib") and INLINE_BACKEND not in modules:
                     modules.append(INLINE_BACKEND)

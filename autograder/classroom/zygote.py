@@ -205,6 +205,20 @@ def _inside_sandbox() -> bool:
     return init == "bwrap" and os.getuid() != 0
 
 
+def _decide_triton_mode() -> None:
+    """Decide Triton's mode as notebook 06's ``triton_support`` would, before anything imports it.
+
+    Warm modules can import Triton indirectly (``torch._dynamo`` does), and Triton fixes the
+    mode of its own ``@jit`` library functions (``tl.max``, ``tl.sum``…) at import: imported
+    without ``TRITON_INTERPRET`` on a machine with no GPU, a forked kernel's interpreted kernels
+    would fail on their first ``tl.max``.
+    """
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ["TRITON_INTERPRET"] = "1"
+
+
 def main() -> None:
     if not _inside_sandbox():
         raise SystemExit("the zygote runs only inside its bwrap sandbox, as an unprivileged uid")
@@ -219,6 +233,7 @@ def main() -> None:
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     failed = []
+    _decide_triton_mode()
     for name in modules:
         try:
             importlib.import_module(name)
