@@ -223,15 +223,27 @@ def _system(m: Mounts) -> None:
         elif os.path.isdir(d):
             m.add("--ro-bind", d, d)
     m.args += ["--proc", "/proc", "--dev", "/dev"]
+    for d in python_binds():
+        m.add("--ro-bind", d, d)
+
+
+def python_binds() -> list[str]:
+    """Python, the environment and this package, bound read-only into every sandbox.
+
+    They may live under ``/tmp`` (a clone there): bound after the sandbox's own ``/tmp``, and
+    spared by the forkserver when it empties ``/tmp`` between kernels.
+    """
     python_dirs = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}
     python_dirs.add(Path(sys.executable).resolve().parent.parent)
-    for d in sorted(python_dirs):
-        if not any(str(d).startswith(s + "/") or str(d) == s for s in SYSTEM_DIRS):
-            m.add("--ro-bind", str(d), str(d))
-    package = str(PACKAGE_DIR)
-    m.add("--ro-bind", package, package)
+    binds = [
+        str(d)
+        for d in sorted(python_dirs)
+        if not any(str(d).startswith(s + "/") or str(d) == s for s in SYSTEM_DIRS)
+    ]
+    binds.append(str(PACKAGE_DIR))
     if str(Path(sys.prefix)) != str(Path(sys.prefix).resolve()):
-        m.add("--ro-bind", sys.prefix, sys.prefix)
+        binds.append(sys.prefix)
+    return binds
 
 
 def kernel_env(limits: Limits, passed: dict[str, str] | None = None) -> dict[str, str]:
@@ -275,8 +287,8 @@ def bwrap_argv(
     """
     assert iso.bwrap
     m = Mounts()
+    m.tmpfs("/tmp", limits.tmpfs, perms="1777")  # first: later binds may lie under /tmp
     _system(m)
-    m.tmpfs("/tmp", limits.tmpfs, perms="1777")
     for d in ("/tmp/home", "/tmp/mpl", "/tmp/ipython"):
         m.dir(d)
     if font_cache:

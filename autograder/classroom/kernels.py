@@ -33,6 +33,7 @@ from autograder.classroom.isolation import (
     bwrap_argv,
     kernel_env,
     prlimit_argv,
+    python_binds,
 )
 from autograder.classroom.launch import visible_files
 
@@ -105,7 +106,7 @@ class ZygoteServer:
         )
         command = [sys.executable, "-m", "autograder.classroom.zygote"]
         command += [json.dumps(self.modules), str(self.workroot)]
-        command.append(json.dumps([str(self.runtime), str(self.inbox)]))
+        command.append(json.dumps([str(self.runtime), str(self.inbox), *python_binds()]))
         return prlimit_argv(self.iso, own_limits) + sandbox + command
 
     def launch(self) -> None:
