@@ -516,34 +516,36 @@ def test_interrupted_run_resumes_without_regrading(tmp_path, notebook_01):
 
 @pytest.mark.slow
 def test_cold_kernels_grade_the_same_and_kernel_deaths_are_explained(tmp_path, notebook_01):
-    subs = _class(tmp_path, {"correct": "correct", "exits": "correct"})
-    nb_path = subs / "exits" / NB / f"{NB}.ipynb"
-    nb = nbformat.read(nb_path, as_version=4)
+    """Correct answers (set-up, answer and test cells only), then ``os._exit(3)`` after the
+    tests: full marks, verified outside the kernel, and the kernel's death explained."""
+    from hostile import filled, minimal, notebooks
+
+    solution, release = notebooks(tmp_path)
+    nb = minimal(filled(release, solution))
     nb.cells.append(new_code_cell("import os\nos._exit(3)"))
     nb.cells.append(new_code_cell("print('never')"))
-    nbformat.write(nb, nb_path)
-    done = autograder("grade", str(subs), "--out", str(tmp_path / "out"), "--cold", "--jobs", "2")
+    (tmp_path / "subs" / "exits" / NB).mkdir(parents=True)
+    nbformat.write(nb, tmp_path / "subs" / "exits" / NB / f"{NB}.ipynb")
+    out = tmp_path / "out"
+    done = autograder("grade", str(tmp_path / "subs"), "--out", str(out), "--cold", "--jobs", "1")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "a fresh kernel each" in done.stdout
-    results = {
-        s: json.loads((tmp_path / "out" / "results" / NB / f"{s}.json").read_text())
-        for s in ("correct", "exits")
-    }
-    assert results["correct"]["score"] == results["exits"]["score"] == 10.0
-    assert "exited with status 3" in results["exits"]["notebooks"][0]["stopped"]
+    result = json.loads((out / "results" / NB / "exits.json").read_text())
+    cells = [c for n in result["notebooks"] for c in n["cells"]]
+    assert result["score"] == 10.0 and all(c["check"] == "verified" for c in cells), cells
+    assert "exited with status 3" in result["notebooks"][0]["stopped"]
 
 
 @pytest.mark.slow
 def test_notebooks_02_to_07_are_verified_outside_the_kernel(tmp_path):
-    """Correct work of 02, 03, 05, 06 and 07 keeps full marks with its cells re-checked outside
-    the kernel (04's claims are plain functions, covered by test_claims); a wrong causal mask
-    whose checks were rebound to no-ops passes in the kernel and is refuted outside it."""
+    """Correct work of 03, 06 (Triton in warm kernels) and 07 keeps full marks with its cells
+    re-checked outside the kernel (the claims of 02, 04 and 05 run the same machinery and are
+    unit-tested in test_claims); a wrong causal mask whose checks were rebound to no-ops passes
+    in the kernel and is refuted outside it."""
     from hostile import filled, insert_after, notebooks, set_answer
 
     ids = [
-        "02_multi_head_attention",
         "03_masking",
-        "05_parallel_vs_sequential",
         "06_gpu_attention",
         "07_exploring_heads",
     ]

@@ -32,7 +32,7 @@ from autograder.classroom.isolation import (
 from autograder.classroom.launch import prepare_runtime, write_kernelspec
 
 NOTEBOOK = "01_attention_from_scratch"
-MIX = ("correct", "correct", "wrong", "correct", "stub", "correct", "noisy", "correct", "wrong")
+MIX = ("correct", "wrong", "correct", "correct", "stub", "correct", "noisy", "correct", "wrong")
 BASELINE_CONFIG = """from pathlib import Path
 
 from autograder.classroom.launch import sandbox_settings
@@ -148,12 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m autograder.bench.grading", description=__doc__)
     p.add_argument("--n", type=int, default=100, help="submissions (default 100)")
     p.add_argument("--jobs", type=int, default=2, help="workers for grade (default 2)")
-    p.add_argument("--quick", action="store_true", help="3 submissions: a smoke test")
+    p.add_argument("--quick", action="store_true", help="2 submissions: a smoke test")
     p.add_argument("--notebook", default=NOTEBOOK)
     p.add_argument("--keep", help="keep the generated folders here")
     p.add_argument("--report", help="write the numbers as JSON here")
     args = p.parse_args(argv)
-    n = 3 if args.quick else args.n
+    n = 2 if args.quick else args.n
     limits = Limits(cell_timeout_s=60)
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="mha-bench-"))
     root.mkdir(parents=True, exist_ok=True)

@@ -223,8 +223,12 @@ def _system(m: Mounts) -> None:
         elif os.path.isdir(d):
             m.add("--ro-bind", d, d)
     m.args += ["--proc", "/proc", "--dev", "/dev"]
+    made = set()
     for d in python_binds():
         m.add("--ro-bind", d, d)
+        made.update(str(p) for p in Path(d).parents if Path("/tmp") in p.parents)
+    for d in sorted(made):  # bwrap makes the folders above a bind world-writable
+        m.args += ["--chmod", "0755", d]
 
 
 def python_binds() -> list[str]:

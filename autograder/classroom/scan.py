@@ -55,6 +55,9 @@ ATTRIBUTES = {
 }
 DUNDERS = {"__builtins__", "__globals__", "__code__", "__subclasses__", "__dict__"}
 PATH_OUTSIDE = re.compile(r"(^|[\s'\"])(\.\./|/(?!tmp\b)[A-Za-z])")
+# A string that is an absolute path (``/srv/course``, ``/tmp/x/gradebook.db``), not a label
+# such as ``"/ sqrt(d)"``: a learner's folder is the working directory, so its files are relative.
+ABSOLUTE_PATH = re.compile(r"/[\w.-]+(?:/[\w. -]*)*")
 
 
 def _root(node: ast.AST) -> str | None:
@@ -120,7 +123,7 @@ def scan_source(source: str, protected_names: set[str] = frozenset()) -> list[st
         elif isinstance(node, ast.Name) and node.id in DUNDERS:
             flag(f"uses {node.id}")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if "../" in node.value or node.value.startswith(("/work", "/home", "/root", "/srv")):
+            if "../" in node.value or ABSOLUTE_PATH.fullmatch(node.value):
                 flag(f"refers to a path outside its folder ({node.value[:40]!r})")
     return found
 
