@@ -12,7 +12,6 @@ are the same oracles applied to the wrong axis, offset or mask.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ import torch.nn.functional as F
 
 from autograder.lab import toy_data
 from autograder.lab.tiny_model import ModelConfig, TinyTransformer, load_checkpoint
+from autograder.lab.train import one_thread as one_thread_context
 
 from ._core import (
     CheckFailure,
@@ -81,8 +81,10 @@ def _call_stat(fn, name: str, w: torch.Tensor) -> torch.Tensor:
     elif tuple(out.shape) == (*lead, nh, S) and S != T:
         why = "one value per key: reduce the keys first (dim=-1), then average the queries"
     elif tuple(out.shape) == (*lead, T) and nh != T:
-        why = "the mean is over the heads (dim=-2) instead of the queries: average dim=-1 after " \
-              "reducing the keys"
+        why = (
+            "the mean is over the heads (dim=-2) instead of the queries: average dim=-1 after "
+            "reducing the keys"
+        )
     elif tuple(out.shape) == tuple(lead) or out.ndim == 0:
         why = "the heads were averaged away: keep one value per head, reduce only the last two dims"
     else:
@@ -133,8 +135,10 @@ def check_head_entropy_values(fn: Callable, *, seed: int = 0, thorough: bool = F
         out = _call_stat(fn, ENTROPY, w)
         expected = _entropy(w)
         if has_nan_or_inf(out):
-            fail(f"`{ENTROPY}` returned NaN or inf for ordinary weights of shape "
-                 f"{fmt_shape(w.shape)}: check the log of the weights.")
+            fail(
+                f"`{ENTROPY}` returned NaN or inf for ordinary weights of shape "
+                f"{fmt_shape(w.shape)}: check the log of the weights."
+            )
         if not close(out, expected):
             fail(
                 first_match(out, _entropy_variants(w))
@@ -164,8 +168,9 @@ def check_head_entropy_zero_weights(fn: Callable, *, seed: int = 0, thorough: bo
     cases.append(("uniform rows", uniform, torch.full((3,), math.log(8), dtype=torch.float64)))
     if thorough:
         for _ in range(4):
-            w = _weights(gen, randint(gen, 1, 3), randint(gen, 1, 4), 9, 9, causal=True,
-                         sharpness=8.0)
+            w = _weights(
+                gen, randint(gen, 1, 3), randint(gen, 1, 4), 9, 9, causal=True, sharpness=8.0
+            )
             cases.append(("sharp causal weights", w, _entropy(w)))
     for what, w, expected in cases:
         before = w.clone()
@@ -252,11 +257,17 @@ def check_previous_token_score_patterns(
     sizes = [5, 8, 2] + ([3, 16, 33] if thorough else [])  # T=2 last: variants coincide
     for T in sizes:
         patterns = [
-            ("a perfect previous-token head (query 0 can only attend to itself)",
-             _pattern(T, lambda t: max(t - 1, 0)), 1.0),
+            (
+                "a perfect previous-token head (query 0 can only attend to itself)",
+                _pattern(T, lambda t: max(t - 1, 0)),
+                1.0,
+            ),
             ("a head where every query attends to itself", _pattern(T, lambda t: t), 0.0),
-            ("a head where every query attends to the first token", _pattern(T, lambda t: 0),
-             1.0 / (T - 1)),
+            (
+                "a head where every query attends to the first token",
+                _pattern(T, lambda t: 0),
+                1.0 / (T - 1),
+            ),
         ]
         for what, w, value in patterns:
             out = _call_stat(fn, PREVIOUS, w)
@@ -271,17 +282,6 @@ def check_previous_token_score_patterns(
 
 
 # ---------------------------------------------------------------------------- head importance
-
-
-@contextlib.contextmanager
-def _one_thread() -> Iterator[None]:
-    """Tiny models run many small ops: one thread is much faster than several on a busy CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _loss(model: TinyTransformer, batch: toy_data.Batch) -> torch.Tensor:
@@ -339,8 +339,14 @@ def _importance_variants(model, batch) -> dict[str, torch.Tensor]:
             cumulative.view(-1)[: layer * nh + head + 1] = 0.0
             layer_off, column_off = ones.clone(), ones.clone()
             layer_off[layer], column_off[:, head] = 0.0, 0.0
-            masks.update({("only", layer, head): only_on, ("cumulative", layer, head): cumulative,
-                          ("layer", layer, head): layer_off, ("column", layer, head): column_off})
+            masks.update(
+                {
+                    ("only", layer, head): only_on,
+                    ("cumulative", layer, head): cumulative,
+                    ("layer", layer, head): layer_off,
+                    ("column", layer, head): column_off,
+                }
+            )
     losses = _masked_losses(model, batch, masks)
     base = losses["base"]
 
@@ -400,17 +406,22 @@ def _importance_cases(gen, thorough: bool) -> Iterator[tuple[TinyTransformer, to
     yield trained, toy_data.make_batch(48, gen)
     sizes = [(1, 1, 8), (1, 4, 16), (3, 2, 16)] + ([(2, 8, 32), (4, 1, 8)] if thorough else [])
     for n_layers, nh, d_model in sizes:
-        config = ModelConfig(d_model=d_model, num_heads=nh, n_layers=n_layers,
-                             d_mlp=2 * d_model if n_layers == 3 else 0)
+        config = ModelConfig(
+            d_model=d_model,
+            num_heads=nh,
+            n_layers=n_layers,
+            d_mlp=2 * d_model if n_layers == 3 else 0,
+        )
         yield _check_model(gen, config), toy_data.make_batch(16, gen, seq_len=24)
 
 
 def _call_importance(fn, model, batch) -> torch.Tensor:
     __tracebackhide__ = True
-    inputs = f"a model with n_layers={model.n_layers}, nh={model.num_heads} and a batch of " \
-             f"{batch.inputs.shape[0]} sequences"
-    out = expect_tensor(call(fn, IMPORTANCE, (model, batch)), IMPORTANCE,
-                        "a tensor (n_layers, nh)")
+    inputs = (
+        f"a model with n_layers={model.n_layers}, nh={model.num_heads} and a batch of "
+        f"{batch.inputs.shape[0]} sequences"
+    )
+    out = expect_tensor(call(fn, IMPORTANCE, (model, batch)), IMPORTANCE, "a tensor (n_layers, nh)")
     L, nh = model.n_layers, model.num_heads
     if tuple(out.shape) == (L, nh):
         return out
@@ -420,8 +431,10 @@ def _call_importance(fn, model, batch) -> torch.Tensor:
         why = "reshape it to (n_layers, nh): row = layer, column = head"
     else:
         why = "one value per (layer, head)"
-    fail(f"`{IMPORTANCE}` returned shape {fmt_shape(out.shape)} for {inputs}, but should return "
-         f"({L}, {nh}): {why}.")
+    fail(
+        f"`{IMPORTANCE}` returned shape {fmt_shape(out.shape)} for {inputs}, but should return "
+        f"({L}, {nh}): {why}."
+    )
 
 
 def check_head_importance_values(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
@@ -429,7 +442,7 @@ def check_head_importance_values(fn: Callable, *, seed: int = 0, thorough: bool 
     __tracebackhide__ = True
     gen = make_generator(seed)
     for model, batch in _importance_cases(gen, thorough):
-        with _one_thread():
+        with one_thread_context():
             out = _call_importance(fn, model, batch)
             good = _importance(model, batch)
         if has_nan_or_inf(out):
@@ -438,7 +451,7 @@ def check_head_importance_values(fn: Callable, *, seed: int = 0, thorough: bool 
             continue
         if model.num_heads == model.n_layers and close(out.T, good, atol=1e-4, rtol=1e-3):
             fail(f"`{IMPORTANCE}` is transposed: row = layer, column = head.")
-        with _one_thread():
+        with one_thread_context():
             variants = _importance_variants(model, batch)
         fail(
             first_match(out, variants)
@@ -462,30 +475,43 @@ def _check_unchanged(model: TinyTransformer, before: dict, out: torch.Tensor) ->
     __tracebackhide__ = True
     if not torch.is_grad_enabled():
         torch.set_grad_enabled(True)
-        fail(f"`{IMPORTANCE}` switched gradients off for everything that follows: use "
-             "`with torch.no_grad():` (it switches them back on) instead of "
-             "torch.set_grad_enabled(False).")
+        fail(
+            f"`{IMPORTANCE}` switched gradients off for everything that follows: use "
+            "`with torch.no_grad():` (it switches them back on) instead of "
+            "torch.set_grad_enabled(False)."
+        )
     if not torch.equal(model.head_mask, before["head_mask"]):
-        fail(f"After `{IMPORTANCE}` some heads are still masked in model.head_mask: pass a mask "
-             "with model.loss(batch, head_mask=mask) instead, or set the entry back to 1.")
+        fail(
+            f"After `{IMPORTANCE}` some heads are still masked in model.head_mask: pass a mask "
+            "with model.loss(batch, head_mask=mask) instead, or set the entry back to 1."
+        )
     if [m.training for m in model.modules()] != before["training"]:
         mode = "training" if before["training"][0] else "eval"
-        fail(f"`{IMPORTANCE}` changed the model's mode (it was in {mode} mode): remember "
-             "was_training = model.training and call model.train(was_training) at the end.")
+        fail(
+            f"`{IMPORTANCE}` changed the model's mode (it was in {mode} mode): remember "
+            "was_training = model.training and call model.train(was_training) at the end."
+        )
     if any(p.grad is not None for p in model.parameters()):
-        fail(f"`{IMPORTANCE}` left gradients in the parameters (.grad): importance needs only "
-             "forward passes, so compute the losses under torch.no_grad() and never call "
-             "backward.")
+        fail(
+            f"`{IMPORTANCE}` left gradients in the parameters (.grad): importance needs only "
+            "forward passes, so compute the losses under torch.no_grad() and never call "
+            "backward."
+        )
     if [p.requires_grad for p in model.parameters()] != before["requires_grad"]:
-        fail(f"`{IMPORTANCE}` changed requires_grad of the parameters: use torch.no_grad() "
-             "instead.")
+        fail(
+            f"`{IMPORTANCE}` changed requires_grad of the parameters: use torch.no_grad() instead."
+        )
     for name, value in model.state_dict().items():
         if not torch.equal(value, before["state"][name]):
-            fail(f"`{IMPORTANCE}` changed the model's weights ({name}): remove heads with a "
-                 "head_mask, not by editing the weights.")
+            fail(
+                f"`{IMPORTANCE}` changed the model's weights ({name}): remove heads with a "
+                "head_mask, not by editing the weights."
+            )
     if out.requires_grad:
-        fail(f"`{IMPORTANCE}` returned a tensor that tracks gradients: compute the losses under "
-             "torch.no_grad() (or store loss.item()).")
+        fail(
+            f"`{IMPORTANCE}` returned a tensor that tracks gradients: compute the losses under "
+            "torch.no_grad() (or store loss.item())."
+        )
 
 
 def check_head_importance_leaves_model_unchanged(
@@ -496,17 +522,18 @@ def check_head_importance_leaves_model_unchanged(
     gen = make_generator(seed)
     configs = [(2, 2, 16)] + ([(3, 4, 16)] if thorough else [])
     for n_layers, nh, d_model in configs:
-        config = ModelConfig(d_model=d_model, num_heads=nh, n_layers=n_layers, d_mlp=2 * d_model,
-                             dropout=0.3)
+        config = ModelConfig(
+            d_model=d_model, num_heads=nh, n_layers=n_layers, d_mlp=2 * d_model, dropout=0.3
+        )
         model = _check_model(gen, config)
         batch = toy_data.make_batch(16, gen, seq_len=24)
-        with _one_thread():
+        with one_thread_context():
             good = _importance(model, batch)
         for training in (False, True):
             model.train(training)
             before = _snapshot(model)
             try:
-                with _one_thread():
+                with one_thread_context():
                     out = _call_importance(fn, model, batch)
             except CheckFailure:
                 torch.set_grad_enabled(True)
@@ -520,5 +547,7 @@ def check_head_importance_leaves_model_unchanged(
                     "mode with dropout: dropout makes every loss random, so call model.eval() "
                     "first and model.train(was_training) at the end."
                 )
-            fail(f"`{IMPORTANCE}` gives wrong values on a model in eval mode: see "
-                 "test_head_importance_values.")
+            fail(
+                f"`{IMPORTANCE}` gives wrong values on a model in eval mode: see "
+                "test_head_importance_values."
+            )
