@@ -98,29 +98,23 @@ def run_baseline(root: Path, submitted: Path, notebook: str, limits: Limits) -> 
     )
     env = dict(os.environ, JUPYTER_PATH=str(root / "jupyter"))
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    nbgrader = [sys.executable, "-m", "nbgrader"]
-    done = subprocess.run(
-        [*nbgrader, "generate_assignment", notebook],
-        cwd=course,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode:
-        raise SystemExit(f"baseline generate_assignment failed: {done.stderr[-2000:]}")
+
+    def nbgrader(command: str) -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "nbgrader", command, notebook],
+            cwd=course,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode:
+            raise SystemExit(f"baseline {command} failed: {done.stderr[-2000:]}")
+
+    nbgrader("generate_assignment")
     start = time.monotonic()
-    done = subprocess.run(
-        [*nbgrader, "autograde", notebook],
-        cwd=course,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    nbgrader("autograde")
     seconds = time.monotonic() - start
-    if done.returncode:
-        raise SystemExit(f"baseline autograde failed: {done.stderr[-2000:]}")
     from nbgrader.api import Gradebook
 
     scores = {}
