@@ -21,6 +21,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from . import replay
+
 ATOL = 1e-5
 RTOL = 1e-4
 _TORCH_DIR = os.path.dirname(torch.__file__)
@@ -117,8 +119,7 @@ def _is_stub(exc: NotImplementedError) -> bool:
     )
 
 
-def _error_hint(exc: BaseException) -> str:
-    text = str(exc)
+def _error_hint(text: str) -> str:
     return next((hint for key, hint in _ERROR_HINTS.items() if key in text), "")
 
 
@@ -133,33 +134,47 @@ def call(
 
     ``hint`` (what to look at) is added to the message when the call fails on shapes (a
     ``RuntimeError`` or ``IndexError``); otherwise a hint matching PyTorch's message, if any.
+    This is the one place where checks run learner code, so :mod:`.replay` records and replays
+    calls here.
     """
     __tracebackhide__ = True
-    kwargs = dict(kwargs or {})
+    outcome = replay.intercept(fn, tuple(args), dict(kwargs or {}), _invoke)
+    if outcome[0] == "ok":
+        return outcome[1]
+    if outcome[0] == "check_failure":
+        raise CheckFailure(outcome[1]) from None
+    _, error_type, text, flags = outcome
+    if flags.get("stub"):
+        raise CheckFailure(
+            f"`{name}` is not implemented yet: replace `raise NotImplementedError()` with your code."
+        ) from None
+    first_line = (text.strip().splitlines() or [""])[0][:160]
+    detail = f" ({first_line})" if first_line else ""
+    advice = (hint if flags.get("shape_error") else "") or _error_hint(text)
+    advice = f": {advice}" if advice else ""
+    raise CheckFailure(
+        f"`{name}` raised {error_type}{detail} on inputs {describe(args, kwargs)}{advice}."
+    ) from flags["exception"]
+
+
+def _invoke(fn: Callable[..., Any], args: tuple, kwargs: dict) -> tuple:
+    """Run learner code; its outcome as ``("ok", value)``, ``("check_failure", message)`` or
+    ``("error", type name, message, flags)``, the form :mod:`.replay` records."""
+    __tracebackhide__ = True
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            return fn(*args, **kwargs)
-        except CheckFailure:
-            raise
+            return ("ok", fn(*args, **kwargs))
+        except CheckFailure as exc:
+            return ("check_failure", str(exc))
         except NotImplementedError as exc:
             if _is_stub(exc):
-                raise CheckFailure(
-                    f"`{name}` is not implemented yet: replace `raise NotImplementedError()` "
-                    "with your code."
-                ) from None
+                return ("error", type(exc).__name__, str(exc), {"stub": True})
             error = exc
         except Exception as exc:  # any learner error becomes feedback
             error = exc
-    first_line = (str(error).strip().splitlines() or [""])[0][:160]
-    detail = f" ({first_line})" if first_line else ""
-    shape_error = isinstance(error, RuntimeError | IndexError)
-    advice = (hint if shape_error else "") or _error_hint(error)
-    advice = f": {advice}" if advice else ""
-    raise CheckFailure(
-        f"`{name}` raised {type(error).__name__}{detail} on inputs {describe(args, kwargs)}"
-        f"{advice}."
-    ) from error
+    flags = {"shape_error": isinstance(error, RuntimeError | IndexError), "exception": error}
+    return ("error", type(error).__name__, str(error), flags)
 
 
 def expect_tensor(value: Any, name: str, what: str = "a tensor") -> torch.Tensor:
