@@ -146,7 +146,8 @@ def call(
     _, error_type, text, flags = outcome
     if flags.get("stub"):
         raise CheckFailure(
-            f"`{name}` is not implemented yet: replace `raise NotImplementedError()` with your code."
+            f"`{name}` is not implemented yet: replace `raise NotImplementedError()` with your "
+            "code."
         ) from None
     first_line = (text.strip().splitlines() or [""])[0][:160]
     detail = f" ({first_line})" if first_line else ""

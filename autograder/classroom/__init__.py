@@ -5,7 +5,8 @@
 ``GUIDE.md`` in this folder.
 
 Modules: ``isolation`` (limits and sandbox), ``launch`` (sandboxed kernelspec), ``zygote`` and
-``kernels`` (warm forked kernels), ``execute`` (nbgrader's Execute step with budgets),
-``claims`` (out-of-kernel re-checks), ``scan`` (suspicious patterns), ``structure`` (repairing
-submissions), ``feedback``, ``worker``, ``pool``, ``grade``, ``gradebook``, ``summary``, ``files``.
+``kernels`` (warm forked kernels), ``execute`` (nbgrader's Execute step with budgets, recording
+the checks that ``autograder.checks.replay`` re-runs outside the kernel), ``scan`` (suspicious
+patterns), ``structure`` (repairing submissions), ``feedback``, ``worker``, ``pool``, ``grade``,
+``gradebook``, ``summary``, ``files``.
 """

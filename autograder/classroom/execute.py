@@ -10,8 +10,9 @@ never ran (kernel dead, notebook stopped) would pass. :class:`GradingExecute` in
 - caps each cell's output (errors always kept);
 - drops ``execute_result`` outputs a test cell did not produce itself: nbgrader reads the first
   one as partial credit, and learner code can publish one before the test fails;
-- runs the verification cells of :mod:`autograder.classroom.claims` after test cells that passed,
-  and takes them out of the notebook again, keeping their raw outputs for the grader.
+- after each test cell that passed, runs a probe cell that records the cell's own checks
+  (:mod:`autograder.checks.replay`), and takes the probes out of the notebook again, keeping their
+  recordings for the grader to replay outside the kernel.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer
 
-from autograder.classroom.claims import CLAIMS, MIME, dump_source
+from autograder.checks.replay import MAX_RECORDING_BYTES, MIME, probe_source
 from autograder.classroom.kernels import SandboxKernelManager
 
 SIGNALS = {
@@ -60,7 +61,7 @@ class GradingExecute(Execute):
 
     notebook_budget = Integer(300, help="Seconds for the whole notebook.").tag(config=True)
     output_limit = Integer(1024**2, help="Output bytes kept per cell.").tag(config=True)
-    verify = Bool(True, help="Run the claims' verification cells.").tag(config=True)
+    verify = Bool(True, help="Record passed test cells' checks for replay.").tag(config=True)
 
     runs: ClassVar[dict] = {}  # notebook id -> what happened; the worker reads it back
 
@@ -70,13 +71,12 @@ class GradingExecute(Execute):
 
     def preprocess(self, nb, resources, km=None):
         notebook_id = resources.get("nbgrader", {}).get("notebook", "")
-        claims = CLAIMS[notebook_id] if self.verify else {}
         cells = []
         for cell in nb.cells:
             cells.append(cell)
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-            if is_test(cell) and grade_id in claims and claims[grade_id].cases:
-                probe = nbformat.v4.new_code_cell(dump_source(notebook_id, grade_id))
+            if self.verify and is_test(cell):
+                probe = nbformat.v4.new_code_cell(probe_source(cell.source))
                 probe.metadata["mha_verify"] = grade_id
                 cells.append(probe)
         nb.cells = cells
@@ -211,6 +211,11 @@ class GradingExecute(Execute):
         if msg["msg_type"] == "error":
             return super().output(outs, msg, display_id, cell_index)
         content = msg.get("content", {})
+        recording = content.get("data", {}).get(MIME)
+        if "mha_verify" in self.nb.cells[cell_index].metadata and recording is not None:
+            if len(str(recording)) > MAX_RECORDING_BYTES:  # refused by the grader, not kept
+                content["data"][MIME] = ""
+            return super().output(outs, msg, display_id, cell_index)  # the cap is not for it
         size = len(content.get("text", "")) + sum(
             len(str(v)) for v in content.get("data", {}).values()
         )

@@ -92,7 +92,10 @@ class Summary:
             if c.get("check") == "unverified"
         )
         if unverified:
-            say(f"note: {unverified} passed cell(s) have no out-of-kernel re-check (no claims yet)")
+            say(
+                f"note: {unverified} passed cell(s) could not be verified outside the kernel and "
+                "keep their in-kernel points; each is flagged above with the reason"
+            )
         for line in self.ignored:
             say(f"ignored: {line}")
         say("isolation:")

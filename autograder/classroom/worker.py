@@ -34,7 +34,7 @@ from nbgrader.preprocessors import (
 )
 from traitlets.config import Config
 
-from autograder.classroom import claims as claims_module
+from autograder.checks.replay import replay_cell
 from autograder.classroom.execute import GradingExecute, is_test
 from autograder.classroom.feedback import ClassroomFeedback
 from autograder.classroom.files import copy_atomic, write_json
@@ -106,16 +106,6 @@ def _message(cell) -> str:
     if last.ename in ("NotRun", "NotVerified"):
         return str(last.evalue)
     return explain_error(last.ename, str(last.evalue))
-
-
-def _answer_source(nb, function: str) -> str | None:
-    sources = [
-        c.source
-        for c in nb.cells
-        if c.metadata.get("nbgrader", {}).get("grade_id") == function
-        and c.metadata.get("nbgrader", {}).get("solution")
-    ]
-    return sources[-1] if sources else None
 
 
 class Worker:
@@ -247,7 +237,6 @@ class Worker:
         path = self.run.root / "autograded" / student / assignment / name
         nb = nbformat.read(path, as_version=4)
         run = runs.get(nb_id, {})
-        claims = claims_module.CLAIMS[nb_id] if self.cfg.verify else {}
         cells, manual, changed = [], [], False
         by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nb.cells if is_test(c)}
         for grade in gb.find_submission_notebook(nb_id, assignment, student).grades:
@@ -263,8 +252,12 @@ class Worker:
                 entry["message"] = _message(cell) if cell is not None else "this test did not pass"
             entry["check"] = None
             if entry["passed"]:
-                entry["check"], problem = self._recheck(nb, nb_id, grade.name, claims, run)
-                if problem:
+                entry["check"], problem = self._recheck(cell, grade.name, run)
+                if entry["check"] == "unverified":
+                    result["flags"].append(
+                        f"{grade.name}: not verified outside the kernel ({problem})"
+                    )
+                elif problem:
                     grade.auto_score = 0.0
                     entry.update(score=0.0, passed=False, check="refuted")
                     entry["message"] = (
@@ -306,18 +299,14 @@ class Worker:
             "timing": run.get("timing", {}),
         }
 
-    @staticmethod
-    def _recheck(nb, nb_id, grade_id, claims, run) -> tuple[str, str | None]:
-        claim = claims.get(grade_id)
-        if claim is None:
-            return "unverified", None
-        problem = None
-        if claim.cases:
-            problem = claims_module.verify(nb_id, grade_id, run.get("dumps", {}).get(grade_id))
-        if problem is None and claim.forbidden:
-            source = _answer_source(nb, claim.function)
-            problem = claims_module.verify_static(nb_id, grade_id, source)
-        return ("refuted" if problem else "verified"), problem
+    def _recheck(self, cell, grade_id, run) -> tuple[str, str | None]:
+        """Replay the test cell's checks on its recording: verified, refuted (why) or unverified."""
+        if not self.cfg.verify:
+            return "unverified", "re-checks are off"
+        if cell is None:
+            return "refuted", "the test cell was not found"
+        verdict = replay_cell(cell.source, run.get("dumps", {}).get(grade_id))
+        return verdict.status, verdict.message or None
 
     def _publish(self, assignment, student, expected, folder: Path) -> None:
         """Copy what the instructor keeps into the output folder, one atomic file at a time."""
