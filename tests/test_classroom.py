@@ -3,7 +3,6 @@
 import csv
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -479,60 +478,6 @@ def test_cold_kernels_grade_the_same_and_kernel_deaths_are_explained(tmp_path, n
     cells = [c for n in result["notebooks"] for c in n["cells"]]
     assert result["score"] == 10.0 and all(c["check"] == "verified" for c in cells), cells
     assert "exited with status 3" in result["notebooks"][0]["stopped"]
-
-
-@pytest.mark.slow
-def test_notebooks_02_to_07_are_verified_outside_the_kernel(tmp_path):
-    """Correct work of 03, 06 (Triton in warm kernels) and 07 keeps full marks with its cells
-    re-checked outside the kernel (the claims of 02, 04 and 05 run the same machinery and are
-    unit-tested in test_claims); a wrong causal mask whose checks were rebound to no-ops passes
-    in the kernel and is refuted outside it."""
-    from hostile import filled, insert_after, notebooks, set_answer
-
-    ids = [
-        "03_masking",
-        "06_gpu_attention",
-        "07_exploring_heads",
-    ]
-    if not set(ids) <= set(paths.notebook_ids()):
-        pytest.skip("notebooks 02-07 are not all in solutions/")
-    subs = tmp_path / "subs"
-    for nb_id in ids:
-        solution, release = notebooks(tmp_path / nb_id, nb_id)
-        (subs / "ada" / nb_id).mkdir(parents=True)
-        nbformat.write(filled(release, solution), subs / "ada" / nb_id / f"{nb_id}.ipynb")
-    solution, release = notebooks(tmp_path / "cheat", "03_masking")
-    cheat = set_answer(
-        filled(release, solution),
-        "causal_mask",
-        "def causal_mask(T, S=None, device=None):\n"
-        "    return torch.ones(T, T if S is None else S, dtype=torch.bool)\n",
-    )
-    setup = next(
-        c.source for c in cheat.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup"
-    )
-    names = sorted(set(re.findall(r"\bcheck_\w+", setup)))
-    cheat = insert_after(
-        cheat, "causal_mask", "".join(f"{n} = lambda *a, **k: None\n" for n in names)
-    )
-    (subs / "cheat" / "03_masking").mkdir(parents=True)
-    nbformat.write(cheat, subs / "cheat" / "03_masking" / "03_masking.ipynb")
-    done = autograder("grade", str(subs), "--out", str(tmp_path / "out"), "--jobs", "2")
-    assert done.returncode == 0, done.stdout + done.stderr
-    results = tmp_path / "out" / "results"
-    for nb_id in ids:
-        r = json.loads((results / nb_id / "ada.json").read_text())
-        cells = [c for nb in r["notebooks"] for c in nb["cells"]]
-        assert all(c["passed"] for c in cells) and cells, (nb_id, cells)
-        assert r["score"] == sum(c["max_score"] for c in cells), (nb_id, cells)  # manual: apart
-        assert {c["check"] for c in cells} <= {"verified", "unverified"}, (nb_id, cells)
-        assert sum(c["check"] == "verified" for c in cells) >= 2, (nb_id, cells)
-    r = json.loads((results / "03_masking" / "cheat.json").read_text())
-    refuted = {
-        c["grade_id"] for nb in r["notebooks"] for c in nb["cells"] if c["check"] == "refuted"
-    }
-    assert {"test_causal_mask_values", "test_causal_mask_no_leak"} <= refuted, r
-    assert any("which the tests call" in f for f in r["flags"]), r["flags"]
 
 
 def test_warm_kernels_never_preload_triton(tmp_path):

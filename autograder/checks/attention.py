@@ -160,14 +160,17 @@ def check_softmax_no_builtin(softmax: Callable, *, seed: int = 0, thorough: bool
     shapes = [(4, 5), (2, 3, 6)] + ([(8, 16, 32)] if thorough else [])
     for shape in shapes:
         for dim in (-1, 0):
+            x = randn(gen, *shape, dtype=torch.float32)
             with record_torch_calls() as names:
-                call(softmax, SOFTMAX, (randn(gen, *shape, dtype=torch.float32),), {"dim": dim})
+                out = call(softmax, SOFTMAX, (x,), {"dim": dim})
             found = find_calls(names, _SOFTMAX_BUILTINS)
             if found:
                 fail(
                     f"`softmax` calls the built-in `{found[0]}`: the exercise is to write it "
                     "yourself from torch.exp, a maximum and a sum."
                 )
+            if not (isinstance(out, torch.Tensor) and close(out, torch.softmax(x, dim))):
+                fail("`softmax` is not right yet: make it match torch.softmax first (test above).")
 
 
 def check_softmax_properties(softmax: Callable, *, seed: int = 0, thorough: bool = False) -> None:

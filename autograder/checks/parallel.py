@@ -213,7 +213,9 @@ def _big_op_counts(fn, name, gen, nhs, grad_mode) -> list[int]:
         mha = _make_mha(gen, 16, nh)
         x = randn(gen, 2, 5, 16)  # (B, T, C)
         with _GRAD_MODES[grad_mode](), OpCounter() as counter:
-            _run(fn, name, x, mha)
+            out = _run(fn, name, x, mha)
+        if not close(out, _oracle(mha, x)):  # a count means nothing for a wrong result
+            fail(f"`{name}` is wrong for nh={nh}: make it equal mha(x)[0] first (the test above).")
         counters.append(counter)
     if all(c.big_ops == 0 for c in counters):  # no product at all: every op is evidence
         return [c.total for c in counters]

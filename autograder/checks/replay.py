@@ -784,15 +784,17 @@ def _plain(value: Any) -> bool:
 @contextlib.contextmanager
 def _stock_state() -> Iterator[None]:
     """The same starting point on both sides: PyTorch's stock defaults and a fixed seed."""
-    dtype = torch.get_default_dtype()
+    dtype, threads = torch.get_default_dtype(), torch.get_num_threads()
     rng = torch.get_rng_state()
     torch.set_default_dtype(torch.float32)
+    torch.set_num_threads(1)  # reductions split the same way on both sides: bit-equal results
     torch.manual_seed(0)
     try:
         with torch.device("cpu"):
             yield
     finally:
         torch.set_default_dtype(dtype)
+        torch.set_num_threads(threads)
         torch.set_rng_state(rng)
 
 

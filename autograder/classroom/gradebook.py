@@ -240,7 +240,7 @@ def export_csv(gb_path: Path, results: list[dict], target: Path) -> None:
                     c["grade_id"]
                     for nb in r.get("notebooks", [])
                     for c in nb["cells"]
-                    if c.get("check") == "refuted"
+                    if c.get("check") in ("refuted", "withheld")
                 )
             rows.append(row)
     buffer = io.StringIO()

@@ -84,17 +84,19 @@ class Summary:
             say(f"for the instructor to look at ({len(flagged)}):")
             for r in flagged:
                 say(f"  {r['student']}/{r['assignment']}: " + "; ".join(r["flags"][:6]))
-        unverified = sum(
-            1
+        unverified = [
+            c["grade_id"]
             for r in graded
             for nb in r.get("notebooks", [])
             for c in nb["cells"]
-            if c.get("check") == "unverified"
-        )
+            if c.get("check") in ("unverified", "withheld")
+        ]
         if unverified:
+            names = ", ".join(sorted(set(unverified)))
             say(
-                f"note: {unverified} passed cell(s) could not be verified outside the kernel and "
-                "keep their in-kernel points; each is flagged above with the reason"
+                f"note: {len(unverified)} passed cell(s) could not be verified outside the kernel "
+                f"({names}): they keep their in-kernel points, unless their notebook is flagged "
+                "for a person, who then decides (flags above give the reason)"
             )
         for line in self.ignored:
             say(f"ignored: {line}")

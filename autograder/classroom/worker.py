@@ -108,6 +108,20 @@ def _message(cell) -> str:
     return explain_error(last.ename, str(last.evalue))
 
 
+def _withdraw(grade, entry: dict, cell, message: str, check: str) -> bool:
+    """Take a passed cell's points away, saying why in the result and the graded notebook."""
+    grade.auto_score = 0.0
+    entry.update(score=0.0, passed=False, check=check, message=message)
+    if cell is None:
+        return False
+    cell.outputs.append(
+        nbformat.v4.new_output(
+            "error", ename="NotVerified", evalue=message, traceback=[f"NotVerified: {message}"]
+        )
+    )
+    return True
+
+
 class Worker:
     def __init__(self, cfg: RunConfig, index: int):
         self.cfg, self.index = cfg, index
@@ -238,6 +252,12 @@ class Worker:
         nb = nbformat.read(path, as_version=4)
         run = runs.get(nb_id, {})
         cells, manual, changed = [], [], False
+        answers = {
+            c.metadata["nbgrader"]["grade_id"]
+            for c in nb.cells
+            if c.metadata.get("nbgrader", {}).get("solution")
+        }
+        suspicious = scan_notebook(nb, answers)
         by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nb.cells if is_test(c)}
         for grade in gb.find_submission_notebook(nb_id, assignment, student).grades:
             if grade.cell_type == "markdown" or grade.auto_score is None:
@@ -253,36 +273,24 @@ class Worker:
             entry["check"] = None
             if entry["passed"]:
                 entry["check"], problem = self._recheck(cell, grade.name, run)
-                if entry["check"] == "unverified":
+                if entry["check"] == "unverified" and suspicious:
+                    # No re-check, and code a person must look at: the points wait for them.
+                    problem = f"not verified outside the kernel ({problem}) in a notebook flagged "
+                    problem += "for a person to look at, who may award the points"
+                    changed |= _withdraw(grade, entry, cell, problem, "withheld")
+                    result["flags"].append(f"{grade.name}: withheld ({problem})")
+                elif entry["check"] == "unverified":
                     result["flags"].append(
                         f"{grade.name}: not verified outside the kernel ({problem})"
                     )
                 elif problem:
-                    grade.auto_score = 0.0
-                    entry.update(score=0.0, passed=False, check="refuted")
-                    entry["message"] = (
-                        f"points withdrawn after re-checking outside the notebook: {problem}"
-                    )
+                    message = f"points withdrawn after re-checking outside the notebook: {problem}"
+                    changed |= _withdraw(grade, entry, cell, message, "refuted")
                     result["flags"].append(f"{grade.name}: refuted ({problem})")
-                    if cell is not None:
-                        cell.outputs.append(
-                            nbformat.v4.new_output(
-                                "error",
-                                ename="NotVerified",
-                                evalue=entry["message"],
-                                traceback=[f"NotVerified: {entry['message']}"],
-                            )
-                        )
-                        changed = True
             cells.append(entry)
         order = {c.metadata.get("nbgrader", {}).get("grade_id"): i for i, c in enumerate(nb.cells)}
         cells.sort(key=lambda e: order.get(e["grade_id"], len(order)))
-        answers = {
-            c.metadata["nbgrader"]["grade_id"]
-            for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("solution")
-        }
-        result["flags"] += scan_notebook(nb, answers)
+        result["flags"] += suspicious
         if run.get("truncated"):
             result["notes"].append(f"{name}: output of {run['truncated']} cell(s) cut at the cap")
         if changed:
