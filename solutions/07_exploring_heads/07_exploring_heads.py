@@ -121,7 +121,18 @@ for tokens, scored in zip(demo.inputs, demo.scored, strict=True):
 # (`d_model = 64`, so head size 16), a final LayerNorm and a linear read-out to the 32 tokens. It is
 # *attention-only*: there is no MLP in the blocks, so everything the model computes goes through
 # its eight heads. Its attention modules are the course's `TorchMultiHeadAttention`: notebook 02's
-# interface, computed by PyTorch. Section 3 swaps in your own.
+# interface, computed by PyTorch. Section 4 swaps in your own.
+#
+# Each block is wrapped in a **residual connection**: the block does not replace its input, it
+# adds its attention output to it, `x = x + attn(LayerNorm(x))`. The running sum `x` that flows
+# from the embeddings through every block to the read-out is called the **residual stream**;
+# every head writes into it, and every later head and the read-out read from it.
+#
+# ```
+# embeddings ──x──┬──────────────────────(+)──x──┬──────────────────────(+)──x── LayerNorm → read-out
+#                 └─ LayerNorm → attn ────┘        └─ LayerNorm → attn ────┘
+#                      block 0 (4 heads)                 block 1 (4 heads)
+# ```
 #
 # The committed checkpoint was made by `python -m autograder.lab.train` (fixed seed, one CPU
 # thread). Its metadata records how:

@@ -527,8 +527,8 @@ check_choice("mask_after_softmax", answer_mask_after_softmax)
 #   what it does.
 # - (c) Multi-head attention is more powerful than single-head attention, so more heads is always
 #   better.
-# - (d) The heads of a layer are computed together in batched products, so at a fixed width
-#   adding heads does not multiply the compute.
+# - (d) At a fixed width each head works in C/nh dimensions, so the head count cancels from
+#   the FLOPs: adding heads does not multiply the compute, batched or computed one by one.
 # - (e) In trained models, a good share of the heads can often be removed with little loss.
 # - (f) A single wide head has fewer parameters than several narrow heads of the same total
 #   width.
