@@ -9,6 +9,8 @@
 # %% [markdown]
 # # 02 · Multi-head attention
 #
+# **Time:** about 2 h (~50 min of exercises) · **Prerequisites:** 01
+#
 # In notebook 01 every query produced **one** set of attention weights: one softmax, one way of
 # mixing the values. Multi-head attention runs several attentions side by side, each on its own
 # learned projection of the input, and combines their results. In this notebook you will:
@@ -22,7 +24,7 @@
 # 5. Answer the interview question *"why not one wide head?"* with a count and a measurement.
 # 6. Sort out what heads are, and are not, known to learn.
 #
-# Time: about 2 hours, of which ~50 minutes are exercises. Run each test cell after its exercise;
+# Run each test cell after its exercise;
 # `python -m autograder check 02_multi_head_attention.ipynb` grades the whole notebook.
 #
 # ## Shape legend

@@ -9,6 +9,8 @@
 # %% [markdown]
 # # 03 · Masking: who may attend to whom
 #
+# **Time:** about 1.5 h (~30 min of exercises) · **Prerequisites:** 01
+#
 # So far every query could read every key. Real models forbid some pairs, for two reasons:
 #
 # - A **language model** learns to predict each next token. If position 5 could read position 6,
@@ -36,8 +38,8 @@
 # likely mistake when something is wrong. Hidden tests try more sizes when grading.
 # `python -m autograder check 03_masking.ipynb` grades the whole notebook from a terminal.
 #
-# Time: about 100 minutes, of which ~30 are exercises. The notebook stands on its own: attention is
-# computed by PyTorch's `F.scaled_dot_product_attention`, not by your code from notebook 01.
+# The notebook stands on its own: attention is computed by PyTorch's
+# `F.scaled_dot_product_attention`, not by your code from notebook 01.
 #
 # ## Shape legend
 #

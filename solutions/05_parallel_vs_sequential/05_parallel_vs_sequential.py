@@ -9,6 +9,8 @@
 # %% [markdown]
 # # 05 · Parallel vs sequential heads
 #
+# **Time:** about 2 h (~60 min of exercises and writing) · **Prerequisites:** 02
+#
 # A classic interview question about multi-head attention:
 #
 # > *Explain why running attention heads in parallel is more efficient than running them one
@@ -34,8 +36,6 @@
 # your machine and on what else it runs. Operation counts and FLOPs do not, so those are graded.
 # `python -m autograder check 05_parallel_vs_sequential.ipynb` grades the notebook and lists the
 # written answer under "manual".
-#
-# Time: about 2 hours, of which ~60 minutes are exercises and writing.
 #
 # ## Shape legend
 #

@@ -9,6 +9,8 @@
 # %% [markdown]
 # # 06 · Attention on a GPU, and without one
 #
+# **Time:** about 1.5 h + 1 h optional (~50 min of exercises, ~40 more in the optional Triton section) · **Prerequisites:** 01, 03
+#
 # So far every attention you wrote built the full table of scores, one number per (query, key)
 # pair. That is fine for a sentence. For a long document it is the single largest thing in memory,
 # and on a GPU moving it around costs more time than the arithmetic. In this notebook you will:
@@ -37,8 +39,6 @@
 # `raise NotImplementedError()`; the locked cell after it checks it and names the likely mistake.
 # Hidden tests try more shapes when grading. `python -m autograder check 06_gpu_attention.ipynb`
 # grades the whole notebook. The written answer at the end is graded by a person.
-#
-# Time: about 2.5 hours, of which ~90 minutes are exercises.
 #
 # ## Shape legend
 #

@@ -9,6 +9,8 @@
 # %% [markdown]
 # # 07 · Exploring heads: what a trained model's heads do, measured
 #
+# **Time:** about 1.5 h (~50 min of exercises) · **Prerequisites:** 02
+#
 # Notebook 02 ended with some claims from the literature: heads specialise, not all heads matter
 # equally, many can be removed, real heads have no clean labels, and more heads are not always
 # better. This notebook tests each claim on a small transformer trained in this repository, on
@@ -32,8 +34,6 @@
 # mistake when something is wrong. Hidden tests try more shapes and models when grading. One
 # written answer is graded by a person. `python -m autograder check 07_exploring_heads.ipynb`
 # grades the whole notebook from a terminal.
-#
-# Time: about 100 minutes, of which ~50 are exercises.
 #
 # ## Shape legend
 #

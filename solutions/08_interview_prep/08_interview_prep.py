@@ -9,6 +9,8 @@
 # %% [markdown]
 # # 08 · Interview preparation
 #
+# **Time:** about 2 h (plus 10 min a day of flashcards) · **Prerequisites:** 01–07
+#
 # Interviewers ask about multi-head attention in three ways: *numbers* you should be able to work
 # out on a whiteboard, *claims* you should be able to confirm or push back on, and *code* you
 # should be able to read and fix. They usually end with an open question that you answer out
