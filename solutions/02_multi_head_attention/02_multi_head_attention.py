@@ -542,16 +542,17 @@ for name, (d_model, heads) in models.items():
 # | 1 | "it" | "function" | what was fixed: a pronoun and the code object it names |
 # | 2 | "quickly" | "fixed" | how and when the fixing went: an adverb and its verb |
 #
-# One softmax per query cannot put most of its weight on "developer" and on "function" at once;
-# three heads can each commit to one relation, and the output projection combines what they
-# read. **Treat this table as an illustration, not a finding.** Nobody assigns these jobs, and a
+# A single head compares every pair of tokens through one pair of query and key projections, so
+# those would have to serve all three relations at once, and each token would get one mixture.
+# Three heads can each tune their projections to one relation, each token gets one mixture per
+# head, and the output projection combines them. **Treat this table as an illustration, not a finding.** Nobody assigns these jobs, and a
 # trained model's heads rarely line up with tidy grammatical labels: a head's pattern depends on
 # the input, several heads share a job, and some do nothing readable at all. Section 8 and
 # notebook 07 look at what real heads do.
 #
-# Now the interview question, *"why not one wide head?"* First the count: at a fixed width $C$, one head of size $C$ and
-# twelve heads of size $C/12$ have **exactly** the same parameters, because the projections are
-# $C \times C$ either way. Your function says so:
+# Now the interview question, *"why not one wide head?"* First the count: at a fixed width $C$,
+# one head of size $C$ and twelve heads of size $C/12$ have **exactly** the same parameters,
+# because the projections are $C \times C$ either way. Your function says so:
 
 # %%
 counts = {f"{n} head{'s' * (n > 1)} × {768 // n}": mha_param_count(768, n) for n in (1, 12, 768)}
@@ -678,7 +679,7 @@ if not AUTOGRADING:
 # ### Four claims, weighed
 #
 # Texts on multi-head attention often list four benefits. Here is how much support each one has,
-# in this course and in the papers it cites. The last one needs numbers from notebook 07's sweep
+# in this course and in the papers it cites. Two of them need numbers from notebook 07's sweep
 # over the head count (2 layers, `d_model = 64`, one seed per setting), stored in
 # `autograder/lab/data/nh_sweep.json`:
 
