@@ -9,31 +9,28 @@
 # %% [markdown]
 # # 06 · Attention on a GPU, and without one
 #
-# **Time:** about 1.5 h + 1 h optional (~50 min of exercises, ~40 more in the optional Triton section) · **Prerequisites:** 01, 03
+# **Time:** about 1.5 h + 1 h optional (~50 min of exercises, ~40 more optional) · **Prerequisites:** 01, 03
 #
 # So far every attention you wrote built the full table of scores, one number per (query, key)
 # pair. That is fine for a sentence. For a long document it is the single largest thing in memory,
 # and on a GPU moving it around costs more time than the arithmetic. In this notebook you will:
 #
-# 1. Write **device-agnostic** code that runs unchanged on a laptop, an Apple GPU or an NVIDIA GPU
-#    (exercise).
+# 1. Write **device-agnostic** code for a laptop, an Apple GPU or an NVIDIA GPU (exercise).
 # 2. Meet `F.scaled_dot_product_attention` (SDPA) and what its fused kernels save; then, as an
 #    *optional deep dive*, the **backends** behind it and how to force one.
 # 3. Choose **dtypes** (float32, TF32, float16, bfloat16) and the tolerances that go with them.
-# 4. Learn the idea behind **FlashAttention**: walk over the keys in blocks with a running maximum
-#    and a running sum, so the score table never exists (a picture, then an exercise in PyTorch).
+# 4. Learn the idea behind **FlashAttention**, an online softmax over blocks of keys that never
+#    builds the score table (a picture, then an exercise in PyTorch).
 # 5. *Optional deep dive:* complete a **Triton kernel** that does the same on a GPU, and debug it
 #    on your CPU in Triton's interpreter (exercise).
-# 6. Time it properly on a GPU, in TFLOP/s, against SDPA and naive attention (runs only when a
-#    CUDA GPU is present).
+# 6. Time it on a GPU, in TFLOP/s (runs only when a CUDA GPU is present).
 #
 # **No GPU needed.** Without one, Triton kernels run in Triton's CPU interpreter: exact, slow, and
 # good for learning. Where Triton cannot be installed at all (macOS, Windows), the Triton tests
 # print a message and pass, so the rest of the course is not blocked.
 #
-# **Optional deep dives.** The backend internals (the second half of section 2) and the Triton
-# kernel (section 6) go further than the rest of the course needs; nothing later builds on them.
-# Skip them if you are short of time: skipping section 6 gives up the 5 points of exercise 3.
+# **Optional deep dives** (SDPA's backends, the Triton kernel) can be skipped: nothing later builds
+# on them. Skipping section 6 gives up the 5 points of exercise 3.
 #
 # **How this notebook is graded.** Each exercise is a function in place of
 # `raise NotImplementedError()`; the locked cell after it checks it and names the likely mistake.
@@ -86,12 +83,10 @@ print(triton_support.describe_mode())
 # %matplotlib inline
 
 # %% [markdown]
-# The setup cell imported `autograder.lab.triton_support` **before** any Triton kernel is defined.
-# That order matters: `@triton.jit` decides, at the moment it decorates a function, whether to
-# compile it for a GPU or to interpret it, by reading the environment variable
-# `TRITON_INTERPRET`. The helper sets `TRITON_INTERPRET=1` when there is no CUDA GPU, and
-# removes it when there is one (the interpreter would otherwise run your "GPU" kernel on the
-# CPU, a thousand times slower, without complaint).
+# The setup cell imported `autograder.lab.triton_support` **before** any Triton kernel, on
+# purpose: `@triton.jit` reads `TRITON_INTERPRET` when it decorates a function, to choose between
+# compiling for a GPU and interpreting. The helper sets it only when there is no CUDA GPU (the
+# interpreter would otherwise run your "GPU" kernel a thousand times slower, without complaint).
 #
 # ## 1 · Device-agnostic code
 #
@@ -631,19 +626,10 @@ else:
     print("Shown only in the interpreter (a GPU computes bfloat16 tl.dot correctly).")
 
 # %% [markdown]
-# **4. $-\infty$ minus $-\infty$ is NaN.** Masking scores with $-\infty$ is right, but a row whose
-# keys so far were *all* masked has running maximum $-\infty$, and $e^{s - m} = e^{-\infty + \infty}$
-# is NaN. One NaN in a row poisons the whole output. Guard it (subtract 0 while $m = -\infty$), or
-# make sure such a block is never visited.
-
-# %%
-m_running = torch.tensor(float("-inf"))
-masked_scores = torch.full((4,), float("-inf"))
-print("exp(s - m) with everything masked:", torch.exp(masked_scores - m_running))
-m_ref = torch.where(torch.isinf(m_running), 0.0, m_running)  # the guard
-print("with the guard:                   ", torch.exp(masked_scores - m_ref))
-
-# %% [markdown]
+# **4. $-\infty$ minus $-\infty$ is NaN**, in a kernel as in exercise 2 (its hint 4): a row whose
+# keys so far were all masked must subtract 0, not its running maximum $-\infty$. One NaN
+# poisons the whole row.
+#
 # ### The attention kernel
 #
 # One program computes `BLOCK_M` query rows of one (batch, head): the grid is
@@ -880,8 +866,7 @@ else:
 # `python -m autograder.bench.gpu_attention --out <folder>` (a CSV and a PNG, under five minutes).
 # Published figures to compare with: FlashAttention-2 reaches 50–73% of an A100's peak (Dao,
 # 2023), FlashAttention-3 about 740 TFLOP/s in fp16 on an H100, 75% of peak (Shah et al., 2024),
-# and Triton's own
-# fused-attention tutorial reports roughly 110–170 TFLOP/s in fp16 for sequence lengths from 1K to
+# and Triton's own fused-attention tutorial reports roughly 110–170 TFLOP/s in fp16 for sequence lengths from 1K to
 # 16K. The target for this kernel is at least half of SDPA's TFLOP/s at T = 4096, hs = 64, fp16.
 # Naive attention should fall behind as T grows and run out of memory first; its peak memory grows
 # with T², the fused kernels' linearly.
@@ -911,15 +896,15 @@ else:
 # ## Summary
 #
 # - Pick the device once (`get_device()`), create tensors on it, keep inputs' dtype and device.
-# - `F.scaled_dot_product_attention` is one name for several backends: math and a fused flash
-#   kernel on a CPU; FlashAttention-2, memory-efficient, cuDNN and math on NVIDIA GPUs. Force or
+# - `F.scaled_dot_product_attention`'s fused kernels never store the `(T, S)` scores. It is one
+#   name for several backends (optional): math and a fused flash kernel on a CPU; FlashAttention-2, memory-efficient, cuDNN and math on NVIDIA GPUs. Force or
 #   exclude them with `sdpa_kernel([...])`.
 # - Lower precision is faster and looser: compare float16 at ~1e-3, bfloat16 at ~1e-2, and
 #   remember that float32 matmuls may run in TF32 on a GPU (always, for Triton's `tl.dot`).
 # - Online softmax: a running maximum, a running sum and a rescaled accumulator give the exact
 #   softmax-weighted sum one block of keys at a time, so the `(T, S)` table never exists.
-# - In Triton, a program owns a block of queries and streams key blocks through on-chip memory;
-#   mask ragged edges, keep accumulators in float32, use exp2, and guard fully masked rows.
+# - (Optional) In Triton, a program owns a block of queries and streams key blocks through on-chip
+#   memory; mask ragged edges, keep accumulators in float32, use exp2, and guard fully masked rows.
 # - Time GPU code with synchronisation or events, after warm-up, as medians, and report TFLOP/s
 #   and peak memory. Never trust a single run.
 #
