@@ -3,6 +3,7 @@ in plain sight, and the buggy code shown in the notebook really fails the course
 
 import hashlib
 import inspect
+import math
 import re
 
 import jupytext
@@ -143,14 +144,21 @@ def test_visible_tests_catch_wrong_fixes_too(mistake):
         mistake.check(mistake.impl)
 
 
+@pytest.mark.parametrize("fix, fix_checks", impl.FIXES, ids=lambda f: getattr(f, "__name__", ""))
+def test_right_fixes_pass_every_check_they_are_graded_with(fix, fix_checks):
+    for check in fix_checks:
+        check(fix)
+        check(fix, seed=1, thorough=True)
+
+
 def _notebook_functions() -> dict:
-    """Run the notebook's locked cells that define the buggy functions; return them by name."""
+    """Run the notebook's locked cells that define the buggy code; return it by name."""
     nb = jupytext.read(paths.source_text(NOTEBOOK))
-    namespace = {"torch": torch}
+    namespace = {"torch": torch, "math": math, "nn": torch.nn, "F": torch.nn.functional}
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id", "").startswith("given_buggy_"):
             exec(cell.source, namespace)  # the course's own notebook source
-    return {name: fn for name, fn in namespace.items() if name.startswith("buggy_")}
+    return {name: fn for name, fn in namespace.items() if name.lower().startswith("buggy")}
 
 
 def test_the_notebooks_buggy_code_fails_with_the_intended_diagnosis():

@@ -102,3 +102,22 @@ def test_temperature_and_heads_widgets_build_and_redraw():
     h.children[0].value = 2
     with pytest.raises(ValueError, match="nh, T, S"):
         widgets.attention_heads_widget(torch.rand(4, 4))
+
+
+def test_mha_fanout_draws_every_head_up_to_four_then_elides():
+    from autograder.lab.mha_diagram import drawn_heads, plot_mha_fanout
+
+    assert drawn_heads(3) == [0, 1, 2]
+    assert drawn_heads(12) == [0, 1, None, 11]
+    ax = plot_mha_fanout(3)
+    texts = [t.get_text() for t in ax.texts]
+    heads = [t.split("\n")[0] for t in texts if t.startswith("head ")]
+    assert heads == ["head 0", "head 1", "head 2"]
+    assert sum(t.startswith("attention ") for t in texts) == 3
+    ax = plot_mha_fanout(12, d_model=768)
+    texts = " ".join(t.get_text() for t in ax.texts)
+    assert "head 11" in texts and "⋮" in texts and "(768 × 64 each)" in texts
+    with pytest.raises(ValueError, match="divisible"):
+        plot_mha_fanout(5, d_model=768)
+    with pytest.raises(ValueError, match="at least 1"):
+        plot_mha_fanout(0)

@@ -270,7 +270,7 @@ def _mha_mistake(module, nh, weights, args, out, attn, blocked) -> str:
         if rows_sum_to_one(attn, -2):
             return SOFTMAX_OVER_QUERIES
         return "Your weights' rows do not sum to 1: apply the softmax over the key axis (dim=-1)."
-    if len(args) == 1:
+    if len(args) == 1 and blocked is None:  # a mask would have to be permuted too
         perm = torch.arange(query.shape[1]).flip(0)
         p_out, _ = _forward(module, nh, (query[:, perm],))
         if not close(p_out, out[:, perm]):

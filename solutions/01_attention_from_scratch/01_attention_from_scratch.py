@@ -9,6 +9,8 @@
 # %% [markdown]
 # # 01 · Attention from scratch
 #
+# **Time:** about 1.5 h (~35 min of exercises) · **Prerequisites:** Python, basic PyTorch tensors
+#
 # In this notebook you build the core of every Transformer, one small step at a time:
 #
 # 1. **Dot-product similarity**: how a query decides which keys are relevant.
@@ -24,8 +26,6 @@
 # hidden tests try more shapes and edge cases, so make the visible ones pass for the right reason.
 # From a terminal, `python -m autograder check 01_attention_from_scratch.ipynb` grades the whole
 # notebook for you.
-#
-# Time: about 90 minutes, of which ~35 are exercises.
 #
 # ## Shape legend
 #

@@ -9,11 +9,13 @@
 # %% [markdown]
 # # 02 · Multi-head attention
 #
+# **Time:** about 2 h (~50 min of exercises) · **Prerequisites:** 01
+#
 # In notebook 01 every query produced **one** set of attention weights: one softmax, one way of
 # mixing the values. Multi-head attention runs several attentions side by side, each on its own
 # learned projection of the input, and combines their results. In this notebook you will:
 #
-# 1. Read the definition and see that "h small projections" is the same as one big projection.
+# 1. Read the definition and see that "nh small projections" is the same as one big projection.
 # 2. **Split** a tensor into heads and **merge** it back (two exercises), and see why `view` alone
 #    silently scrambles tokens.
 # 3. Build the **`MultiHeadAttention`** module (exercise) and show that it equals PyTorch's
@@ -22,7 +24,7 @@
 # 5. Answer the interview question *"why not one wide head?"* with a count and a measurement.
 # 6. Sort out what heads are, and are not, known to learn.
 #
-# Time: about 2 hours, of which ~50 minutes are exercises. Run each test cell after its exercise;
+# Run each test cell after its exercise;
 # `python -m autograder check 02_multi_head_attention.ipynb` grades the whole notebook.
 #
 # ## Shape legend
@@ -39,6 +41,7 @@
 # While heads attend they live in dimension 1: `(B, nh, T, hs)`.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
+import json
 import math
 import os
 import time
@@ -58,7 +61,8 @@ from autograder.checks.multihead import (
     check_mha_structure,
     check_split_heads,
 )
-from autograder.lab import plots
+from autograder.lab import mha_diagram, plots
+from autograder.lab.tiny_model import DATA_DIR
 
 warnings.filterwarnings("ignore")
 torch.manual_seed(0)
@@ -92,17 +96,25 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 # %% [markdown]
 # ## 1 · The definition
 #
-# Multi-head attention with $h$ heads (Vaswani et al., 2017):
+# Multi-head attention with $nh$ heads (Vaswani et al., 2017):
 #
-# $$\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\,W^O,
+# $$\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_{nh})\,W^O,
 # \qquad \mathrm{head}_i = \mathrm{Attention}(Q W^Q_i,\; K W^K_i,\; V W^V_i).$$
 #
 # Each head $i$ has its own projection matrices $W^Q_i, W^K_i, W^V_i$ of size $C \times hs$, so it
 # looks at the input through its own $hs$-dimensional lens and computes its **own** attention
-# weights. The $h$ outputs, each $hs$ wide, are concatenated back to width $h \cdot hs = C$, and
+# weights. The $nh$ outputs, each $hs$ wide, are concatenated back to width $nh \cdot hs = C$, and
 # the output projection $W^O$ ($C \times C$) mixes the heads' results. In self-attention,
 # $Q = K = V = X$, the same sequence.
 #
+# Drawn for three heads: one input fans out to every head, each head projects it with its own three
+# matrices and runs its own softmax, and the outputs meet again in the concatenation.
+
+# %%
+mha_diagram.plot_mha_fanout(num_heads=3)
+plt.show()
+
+# %% [markdown]
 # The mechanical process, with shapes (B = batch, T = tokens, C = width):
 #
 # ```
@@ -114,9 +126,10 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 #
 # Two things make this efficient:
 #
-# - **The $h$ small projections are one big one.** Stack $W^Q_1, \dots, W^Q_h$ side by side and you
-#   get one $C \times C$ matrix, so one `nn.Linear(C, C)` computes every head's queries at once.
-#   Head $h$ owns output features `h*hs : (h+1)*hs` (the layout PyTorch uses too).
+# - **The $nh$ small projections are one big one.** Stack $W^Q_1, \dots, W^Q_{nh}$ side by side
+#   and you get one $C \times C$ matrix, so one `nn.Linear(C, C)` computes every head's queries at once.
+#   Head $i$ owns output features `i*hs : (i+1)*hs` (the layout PyTorch uses too; the code counts
+#   heads from 0, the formula from 1).
 # - **The heads attend in parallel.** Moving heads into dimension 1 makes them a batch dimension,
 #   and one batched matrix product serves them all (notebook 05 measures what that buys).
 #
@@ -126,7 +139,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 # %%
 C, nh = 8, 2
 hs = C // nh
-q_proj = nn.Linear(C, C, bias=False)  # weight (C_out, C_in): rows h*hs:(h+1)*hs belong to head h
+q_proj = nn.Linear(C, C, bias=False)  # weight (C_out, C_in): rows i*hs:(i+1)*hs belong to head i
 x = torch.randn(1, 3, C)  # (B, T, C)
 
 all_heads = q_proj(x)  # (B, T, C): every head's queries side by side
@@ -143,7 +156,7 @@ print("head 1's queries = features 4:8 of the big projection:",
 # Two steps get there:
 #
 # 1. `x.view(B, T, nh, hs)` cuts each token's `C` features into `nh` consecutive chunks of `hs`.
-#    That matches the ownership rule: chunk `h` holds head `h`'s features.
+#    That matches the ownership rule: chunk `i` holds head `i`'s features.
 # 2. `.transpose(1, 2)` swaps the token and head dimensions: `(B, T, nh, hs) -> (B, nh, T, hs)`.
 #
 # Why not `x.view(B, nh, T, hs)` in one go? It has the right *shape*, but `view` never moves
@@ -183,7 +196,7 @@ plt.show()
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """Split the last dimension into heads and move heads next to the batch.
 
-    Head ``h`` gets features ``h*hs : (h+1)*hs`` of every token.
+    Head ``i`` gets features ``i*hs : (i+1)*hs`` of every token.
 
     Args:
         x: ``(B, T, C)`` with ``C`` divisible by ``num_heads``.
@@ -199,7 +212,7 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_split_heads_layout", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-"""split_heads gives (B, nh, T, hs) and head h holds features h*hs:(h+1)*hs of every token."""
+"""split_heads gives (B, nh, T, hs) and head i holds features i*hs:(i+1)*hs of every token."""
 check_split_heads(split_heads)
 ### BEGIN HIDDEN TESTS
 check_split_heads(split_heads, seed=1, thorough=True)
@@ -218,7 +231,7 @@ plt.show()
 # After attention each head has produced `(B, nh, T, hs)`. To concatenate the heads, undo the
 # split: transpose back to `(B, T, nh, hs)`, then flatten the last two dimensions into `C = nh·hs`.
 # That puts head 0's features first, then head 1's, and so on: exactly $\mathrm{Concat}(\mathrm{head}_1,
-# \dots, \mathrm{head}_h)$.
+# \dots, \mathrm{head}_{nh})$.
 #
 # One catch: after `transpose`, the tensor is no longer stored row by row (it is not
 # *contiguous*), and `view` refuses to flatten it. Use `.reshape(...)`, which copies when it must,
@@ -241,7 +254,7 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
         x: ``(B, nh, T, hs)``.
 
     Returns:
-        ``(B, T, nh*hs)``, with head ``h`` in features ``h*hs : (h+1)*hs``.
+        ``(B, T, nh*hs)``, with head ``i`` in features ``i*hs : (i+1)*hs``.
     """
     ### BEGIN SOLUTION
     B, nh, T, hs = x.shape
@@ -250,7 +263,7 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_merge_heads_layout", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-"""merge_heads gives (B, T, nh*hs) with head h in features h*hs:(h+1)*hs, for non-contiguous input too."""
+"""merge_heads gives (B, T, nh*hs) with head i in features i*hs:(i+1)*hs, for non-contiguous input too."""
 check_merge_heads(merge_heads)
 ### BEGIN HIDDEN TESTS
 check_merge_heads(merge_heads, seed=1, thorough=True)
@@ -322,8 +335,8 @@ class MultiHeadAttention(nn.Module):
 
     Attributes:
         num_heads: ``nh``.
-        q_proj, k_proj, v_proj, out_proj: ``nn.Linear(d_model, d_model, bias=bias)``; head ``h``
-            uses output features ``h*hs : (h+1)*hs`` of ``q_proj``, ``k_proj`` and ``v_proj``.
+        q_proj, k_proj, v_proj, out_proj: ``nn.Linear(d_model, d_model, bias=bias)``; head ``i``
+            uses output features ``i*hs : (i+1)*hs`` of ``q_proj``, ``k_proj`` and ``v_proj``.
     """
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True):
@@ -517,9 +530,29 @@ for name, (d_model, heads) in models.items():
 # %% [markdown]
 # ## 7 · Why not one wide head?
 #
-# A popular interview question. First the count: at a fixed width $C$, one head of size $C$ and
-# twelve heads of size $C/12$ have **exactly** the same parameters, because the projections are
-# $C \times C$ either way. Your function says so:
+# Start with a picture of what several heads *could* do. Take the sentence
+#
+# > *The developer who wrote the buggy function fixed it quickly.*
+#
+# and imagine three heads, each with its own softmax, reading it at the same time:
+#
+# | head | query token | reads mostly | the relation |
+# |---|---|---|---|
+# | 0 | "fixed" | "developer" | who did the fixing: subject and verb, across a relative clause |
+# | 1 | "it" | "function" | what was fixed: a pronoun and the code object it names |
+# | 2 | "quickly" | "fixed" | how and when the fixing went: an adverb and its verb |
+#
+# A single head compares every pair of tokens through one pair of query and key projections, so
+# those would have to serve all three relations at once, and each token would get one mixture.
+# Three heads can each tune their projections to one relation, each token gets one mixture per
+# head, and the output projection combines them. **Treat this table as an illustration, not a finding.** Nobody assigns these jobs, and a
+# trained model's heads rarely line up with tidy grammatical labels: a head's pattern depends on
+# the input, several heads share a job, and some do nothing readable at all. Section 8 and
+# notebook 07 look at what real heads do.
+#
+# Now the interview question, *"why not one wide head?"* First the count: at a fixed width $C$,
+# one head of size $C$ and twelve heads of size $C/12$ have **exactly** the same parameters,
+# because the projections are $C \times C$ either way. Your function says so:
 
 # %%
 counts = {f"{n} head{'s' * (n > 1)} × {768 // n}": mha_param_count(768, n) for n in (1, 12, 768)}
@@ -529,8 +562,8 @@ plt.show()
 # %% [markdown]
 # So the difference is not size. It is **how many independent weightings** the layer can use at
 # once. Each head has its own softmax, so each head chooses its own distribution over positions.
-# One head gives each query a single weighted average of the values. With $h$ heads, each query
-# can read $h$ different mixtures, one per head, each into its own $hs$ features, and the output
+# One head gives each query a single weighted average of the values. With $nh$ heads, each query
+# can read $nh$ different mixtures, one per head, each into its own $hs$ features, and the output
 # projection combines them.
 #
 # The price: each head's scores are dot products in only $hs$ dimensions, so with very many heads
@@ -643,9 +676,44 @@ if not AUTOGRADING:
 # Notebook 07 lets you measure these claims on a small trained model: head entropy,
 # previous-token heads, and how much the loss rises when you remove each head.
 #
+# ### Four claims, weighed
+#
+# Texts on multi-head attention often list four benefits. Here is how much support each one has,
+# in this course and in the papers it cites. Two of them need numbers from notebook 07's sweep
+# over the head count (2 layers, `d_model = 64`, one seed per setting), stored in
+# `autograder/lab/data/nh_sweep.json`:
+
+# %%
+sweep = json.loads((DATA_DIR / "nh_sweep.json").read_text())
+print(" nh   hs  loss at step 200  final loss  final accuracy")
+for n, run in sweep["runs"].items():
+    at_200 = next(e["loss"] for e in run["history"] if e["step"] == 200)
+    print(f"{n:>3} {run['head_size']:>4} {at_200:17.2f} {run['final']['loss']:11.2f} "
+          f"{run['final']['accuracy']:15.3f}")
+
+# %% [markdown]
+# - **Diversity of attention** (different heads, different relations): well supported. Section 7
+#   measured it on a toy task, Voita et al. (2019) found specialised heads in trained translation
+#   models, and notebook 07 finds a previous-token head and induction heads in a model trained
+#   here. The caveat is the one above: specialisation is partial and input-dependent.
+# - **Expressiveness** (several patterns at once): supported, with a limit. At the same parameter
+#   count, two heads solved section 7's task and one could not; in the sweep above the final loss
+#   falls from 1 head to 8. Past that, heads become too narrow: 16 heads of size 4 end worse.
+# - **Stable training** (redundant heads smooth the gradients): the weakest claim, and the course
+#   has no evidence for it. Every model of the sweep trained without diverging, the single-head
+#   one included, and it was the *fastest* starter (look at the loss at step 200). With one seed
+#   per setting the sweep cannot measure run-to-run variance, the thing "stable" would mean.
+#   What is well shown is redundancy *after* training (notebook 07 §5–6; Michel et al., 2019):
+#   that is robustness to removing heads, not a property of the training run.
+# - **Interpretability** (heads map to readable patterns): sometimes. Some heads have a clear
+#   pattern, but a heatmap shows where a head looks, not what the model would lose without it;
+#   notebook 07 measures both and finds they can disagree.
+#
+# In an interview, lead with the first two, and treat the last two as claims to qualify.
+#
 # ## Summary
 #
-# - $\mathrm{MultiHead}(Q,K,V) = \mathrm{Concat}(\mathrm{head}_1..\mathrm{head}_h)W^O$ with
+# - $\mathrm{MultiHead}(Q,K,V) = \mathrm{Concat}(\mathrm{head}_1..\mathrm{head}_{nh})W^O$ with
 #   $\mathrm{head}_i = \mathrm{Attention}(QW^Q_i, KW^K_i, VW^V_i)$. In code: project, split, attend
 #   in parallel, merge, project.
 # - Split = `view(B, T, nh, hs)` + `transpose(1, 2)`; `view` alone scrambles tokens without any

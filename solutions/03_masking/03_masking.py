@@ -9,6 +9,8 @@
 # %% [markdown]
 # # 03 · Masking: who may attend to whom
 #
+# **Time:** about 1.5 h (~30 min of exercises) · **Prerequisites:** 01
+#
 # So far every query could read every key. Real models forbid some pairs, for two reasons:
 #
 # - A **language model** learns to predict each next token. If position 5 could read position 6,
@@ -36,8 +38,8 @@
 # likely mistake when something is wrong. Hidden tests try more sizes when grading.
 # `python -m autograder check 03_masking.ipynb` grades the whole notebook from a terminal.
 #
-# Time: about 100 minutes, of which ~30 are exercises. The notebook stands on its own: attention is
-# computed by PyTorch's `F.scaled_dot_product_attention`, not by your code from notebook 01.
+# The notebook stands on its own: attention is computed by PyTorch's
+# `F.scaled_dot_product_attention`, not by your code from notebook 01.
 #
 # ## Shape legend
 #
@@ -606,10 +608,23 @@ with torch.no_grad():  # copy the weights: in_proj_weight stacks the q, k and v 
 print("course masks given unchanged to nn.MultiheadAttention, real outputs off by:",
       (unchanged - reference)[real].abs().max().item())
 print("NaN in its output:", unchanged.isnan().any().item())
+nan_queries = unchanged.isnan().any(-1)  # (B, T): queries whose output is NaN
+for b, n in enumerate(lengths.tolist()):
+    print(f"sequence {b} (length {n} of {max_len}): NaN at queries",
+          nan_queries[b].nonzero().flatten().tolist())
 
 # %% [markdown]
-# Blocking the past instead of the future, and the real tokens instead of the padding, leaves
-# the full-length sentence with no allowed key at all, hence NaN.
+# Read as "True = blocked", the causal mask lets each query see only the keys *after* it, and the
+# padding mask lets it see only *padding* keys. A query may attend a key only if both allow it,
+# that is a padding key in its future. Two kinds of query have none:
+#
+# - every query of the full-length sentence, which has no padding at all;
+# - the last query of every sequence, which has no future at all. In a padded sequence that
+#   last position is itself padding, so its NaN stays out of the comparison of real tokens.
+#
+# A softmax over a row with no allowed key is $0/0$, hence NaN. The full-length sentence puts NaN
+# among the real tokens, and the largest difference of a set that contains NaN is NaN: that is
+# why the first line prints "off by: nan" rather than a number.
 #
 # ### Exercise 4 · `to_nn_mha_masks`
 #

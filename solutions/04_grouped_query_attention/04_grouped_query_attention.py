@@ -9,6 +9,8 @@
 # %% [markdown]
 # # 04 · Grouped-query attention and the KV cache
 #
+# **Time:** about 2 h (~70 min of exercises) · **Prerequisites:** 02, 03
+#
 # A language model writes one token at a time, and every new token attends to all the tokens
 # before it. Recomputing their keys and values at every step would be wasteful, so models keep
 # them: the **KV cache**. For long texts that cache, not the weights, often decides how much fits
@@ -33,7 +35,7 @@
 # `python -m autograder check 04_grouped_query_attention.ipynb` grades the whole notebook from a
 # terminal.
 #
-# Time: about 2 hours, of which ~70 minutes are exercises. You need notebook 02 (multi-head
+# You need notebook 02 (multi-head
 # attention) and the idea of a causal mask from notebook 03; attention itself is computed here by
 # PyTorch's `F.scaled_dot_product_attention`.
 #

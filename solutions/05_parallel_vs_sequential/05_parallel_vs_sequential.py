@@ -9,6 +9,8 @@
 # %% [markdown]
 # # 05 · Parallel vs sequential heads
 #
+# **Time:** about 2 h (~60 min of exercises and writing) · **Prerequisites:** 02
+#
 # A classic interview question about multi-head attention:
 #
 # > *Explain why running attention heads in parallel is more efficient than running them one
@@ -21,7 +23,7 @@
 #    and with every head in one batched computation (exercise 2). Both must equal PyTorch's.
 # 2. **Count the operations** that each version sends to PyTorch, and predict the count first
 #    (graded numbers).
-# 3. **Count the FLOPs** (exercise 3). Same FLOPs for both, and $H$ heads of width $C/H$ cost
+# 3. **Count the FLOPs** (exercise 3). Same FLOPs for both, and $nh$ heads of width $C/nh$ cost
 #    what one head of width $C$ costs.
 # 4. **Why fewer, larger operations win:** per-call overhead, independence of the heads, and data
 #    reuse, each measured.
@@ -34,8 +36,6 @@
 # your machine and on what else it runs. Operation counts and FLOPs do not, so those are graded.
 # `python -m autograder check 05_parallel_vs_sequential.ipynb` grades the notebook and lists the
 # written answer under "manual".
-#
-# Time: about 2 hours, of which ~60 minutes are exercises and writing.
 #
 # ## Shape legend
 #
@@ -95,17 +95,17 @@ AUTOGRADING = os.environ.get("NBGRADER_EXECUTION") == "autograde"
 # interface, so your functions are compared with PyTorch. (Your `MultiHeadAttention` from
 # notebook 02 would work in its place.)
 #
-# The layout rule from notebook 02: **head `h` owns output features `h*hs : (h+1)*hs` of each
+# The layout rule from notebook 02: **head `i` owns output features `i*hs : (i+1)*hs` of each
 # projection.** `nn.Linear` stores its weight as `(out_features, in_features)`, so those features
-# are the **rows** `weight[h*hs:(h+1)*hs]`, a `(hs, C)` block, and the matching slice of the bias.
+# are the **rows** `weight[i*hs:(i+1)*hs]`, a `(hs, C)` block, and the matching slice of the bias.
 #
 # The same multi-head attention can be scheduled two ways:
 #
 # ```
 #  ONE HEAD AT A TIME (a Python loop)                   ALL HEADS AT ONCE (batched)
 #
-#  for h in range(nh):                                  q = q_proj(x)           (B, T, C)   1 product
-#      rows = h*hs : (h+1)*hs                           k = k_proj(x)           (B, T, C)   1 product
+#  for i in range(nh):                                  q = q_proj(x)           (B, T, C)   1 product
+#      rows = i*hs : (i+1)*hs                           k = k_proj(x)           (B, T, C)   1 product
 #      q_h = x @ W_q[rows]ᵀ + b_q[rows]   (B, T, hs)    v = v_proj(x)           (B, T, C)   1 product
 #      k_h = x @ W_k[rows]ᵀ + b_k[rows]   (B, T, hs)    split q, k, v           (B, nh, T, hs)
 #      v_h = x @ W_v[rows]ᵀ + b_v[rows]   (B, T, hs)    s = q @ kᵀ / √hs        (B, nh, T, T)  1 product
@@ -118,7 +118,7 @@ AUTOGRADING = os.environ.get("NBGRADER_EXECUTION") == "autograde"
 # ```
 #
 # The left column is the definition of multi-head attention read literally: $h$ separate
-# attentions, each with its own $W^Q_h, W^K_h, W^V_h$. The right column is how every real
+# attentions, each with its own $W^Q_i, W^K_i, W^V_i$. The right column is how every real
 # implementation runs it. Here is the module, and head 1's slice of the query projection:
 
 # %%
@@ -142,7 +142,7 @@ print("q_1 equals features 4:8 of the full projection:", torch.allclose(q_1, mha
 # Compute the self-attention output of `mha` **one head at a time**, as in the left column:
 #
 # - a Python loop over the heads;
-# - in iteration `h`, only head `h`'s slices of the query, key and value weights **and biases**
+# - in iteration `i`, only head `i`'s slices of the query, key and value weights **and biases**
 #   (a module built with `bias=False` has `bias = None`);
 # - that head's attention on `(B, T, hs)` tensors, scaled by $1/\sqrt{hs}$: write the softmax
 #   yourself or call `F.scaled_dot_product_attention` for the head;
@@ -154,7 +154,7 @@ print("q_1 equals features 4:8 of the full projection:", torch.allclose(q_1, mha
 # <details><summary>Hint 1: one head's projections</summary>
 #
 # `F.linear(x, w, b)` computes `x @ w.T + b` and accepts `b=None`. With
-# `rows = slice(h * hs, (h + 1) * hs)`, head `h`'s queries are
+# `rows = slice(i * hs, (i + 1) * hs)`, head `i`'s queries are
 # `F.linear(x, mha.q_proj.weight[rows], bias)` where `bias` is `mha.q_proj.bias[rows]`, or `None`
 # when `mha.q_proj.bias is None`.
 # </details>
@@ -178,7 +178,7 @@ def mha_sequential(x: torch.Tensor, mha) -> torch.Tensor:
     Args:
         x: ``(B, T, C)``.
         mha: a module with ``num_heads`` and ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``
-            (each ``nn.Linear(C, C)``); head ``h`` owns rows ``h*hs:(h+1)*hs`` of the q/k/v
+            (each ``nn.Linear(C, C)``); head ``i`` owns rows ``i*hs:(i+1)*hs`` of the q/k/v
             weights and biases.
 
     Returns:
@@ -188,8 +188,8 @@ def mha_sequential(x: torch.Tensor, mha) -> torch.Tensor:
     B, T, C = x.shape
     hs = C // mha.num_heads
     heads = []
-    for h in range(mha.num_heads):
-        rows = slice(h * hs, (h + 1) * hs)  # head h's output features
+    for i in range(mha.num_heads):
+        rows = slice(i * hs, (i + 1) * hs)  # head i's output features
         q, k, v = (
             F.linear(x, lin.weight[rows], None if lin.bias is None else lin.bias[rows])
             for lin in (mha.q_proj, mha.k_proj, mha.v_proj)
@@ -234,7 +234,7 @@ check_mha_sequential_loops(mha_sequential, seed=1, thorough=True)
 # <details><summary>Hint 2: the batched products</summary>
 #
 # `@` treats all dimensions but the last two as a batch:
-# `(B, nh, T, hs) @ (B, nh, hs, T) -> (B, nh, T, T)`, one call for every `(b, h)` pair.
+# `(B, nh, T, hs) @ (B, nh, hs, T) -> (B, nh, T, T)`, one call for every `(b, i)` pair.
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "mha_parallel", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -378,8 +378,8 @@ for fn in (mha_sequential, mha_parallel):
 # | product | shapes | FLOPs |
 # |---|---|---|
 # | each of the 4 projections (q, k, v, out) | `(B·T, C) @ (C, C)` | $2BTC^2$ |
-# | scores $qk^\top$, per head | `(T, hs) @ (hs, T)`, for `B·nh` pairs | $2BT^2 \cdot nh \cdot hs$ |
-# | weights @ v, per head | `(T, T) @ (T, hs)`, for `B·nh` pairs | $2BT^2 \cdot nh \cdot hs$ |
+# | scores $qk^\top$, all heads | `(T, hs) @ (hs, T)` per head, for `B·nh` pairs | $2BT^2 \cdot nh \cdot hs$ |
+# | weights @ v, all heads | `(T, T) @ (T, hs)` per head, for `B·nh` pairs | $2BT^2 \cdot nh \cdot hs$ |
 #
 # Biases and the softmax are element-wise work, and are not counted here.
 #
@@ -393,7 +393,7 @@ for fn in (mha_sequential, mha_parallel):
 #
 # <details><summary>Hint 1</summary>
 #
-# In the loop version, head `h`'s query projection is `(B·T, C) @ (C, hs)`. Add that up over
+# In the loop version, head `i`'s query projection is `(B·T, C) @ (C, hs)`. Add that up over
 # the heads, and over q, k and v: what is left of `nh`?
 # </details>
 #
@@ -468,19 +468,19 @@ check_same_flops(mha_sequential, mha_parallel, seed=1, thorough=True)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### $H$ heads of width $C/H$ versus $H$ full-width attentions
+# ### $nh$ heads of width $C/nh$ versus $nh$ full-width attentions
 #
-# Splitting the width $C$ into $H$ heads **re-arranges** the products without adding any: the
-# head count cancels from $8BTC^2 + 4BT^2C$. Compare with what a naive reading of "run $H$
-# attentions" would cost: $H$ separate attentions that each use the full width $C$. At GPT-2
+# Splitting the width $C$ into $nh$ heads **re-arranges** the products without adding any: the
+# head count cancels from $8BTC^2 + 4BT^2C$. Compare with what a naive reading of "run $nh$
+# attentions" would cost: $nh$ separate attentions that each use the full width $C$. At GPT-2
 # small's size ($C = 768$, 12 heads), with 8 sequences of 1024 tokens:
 
 # %%
-Bg, Tg, Cg, Hg = 8, 1024, 768, 12
+Bg, Tg, Cg, nhg = 8, 1024, 768, 12
 costs = {
     "1 head of width 768": attention_flops(Bg, Tg, Cg, 1),
-    "12 heads of width 64": attention_flops(Bg, Tg, Cg, Hg),
-    "12 full-width passes": Hg * attention_flops(Bg, Tg, Cg, 1),
+    "12 heads of width 64": attention_flops(Bg, Tg, Cg, nhg),
+    "12 full-width passes": nhg * attention_flops(Bg, Tg, Cg, 1),
 }
 plot_bars({k: v / 1e9 for k, v in costs.items()}, ylabel="GFLOP per forward",
           title="One attention layer, B = 8, T = 1024, C = 768", fmt="{:,.1f}")
@@ -521,7 +521,7 @@ for name, i in (("your mha_sequential", -1), ("your mha_parallel", -1)):
 #
 # ### (b) The heads do not depend on each other
 #
-# Batching is only allowed because no head needs another head's result: head $h$ reads the
+# Batching is only allowed because no head needs another head's result: head $i$ reads the
 # input and its own weight slices, and nothing else, until the concatenation. Test it with your
 # own `mha_parallel`: give a copy of the module an identity output projection, so that the
 # function returns the concatenated heads, then change **only head 2's** query weights.
@@ -537,8 +537,8 @@ with torch.no_grad():
     mi.q_proj.weight[2 * 8 : 3 * 8] += torch.randn(8, 32)  # perturb head 2's rows only
 after = mha_parallel(xi, mi).detach()
 change = (after - before).abs().view(2, 6, 4, 8).amax(dim=(0, 1, 3))  # (nh,): largest change per head
-for h, c in enumerate(change.tolist()):
-    print(f"head {h}: output changed by up to {c:.3f}")
+for i, c in enumerate(change.tolist()):
+    print(f"head {i}: output changed by up to {c:.3f}")
 
 # %% [markdown]
 # Only head 2 moved. Four independent problems of the same shape are exactly what a batched
@@ -556,9 +556,9 @@ for h, c in enumerate(change.tolist()):
 # have shapes but no data.
 
 # %%
-mm = TorchMultiHeadAttention(Cg, Hg).to("meta")
+mm = TorchMultiHeadAttention(Cg, nhg).to("meta")
 xm = torch.empty(Bg, Tg, Cg, device="meta")  # (B, T, C) without data
-flops_g = attention_flops(Bg, Tg, Cg, Hg)
+flops_g = attention_flops(Bg, Tg, Cg, nhg)
 print(f"{'':15s} {'products':>8s} {'GFLOP':>7s} {'MB moved':>9s} {'FLOP/byte':>9s} "
       f"{'MFLOP per product':>17s}")
 for fn in (mha_sequential, mha_parallel):
@@ -678,9 +678,10 @@ if not AUTOGRADING:
 # `python -m autograder.bench.heads_timing --device cuda` runs the same comparison. The published
 # figures and the hardware explain what to expect:
 #
-# - An H200 peaks at about 790 TFLOP/s on dense bf16 matrix products and has over a hundred
-#   streaming multiprocessors. The 64.4 GFLOP of the GPT-2-sized layer above would take about
-#   80 µs at that peak.
+# - An H200 is rated at about 990 TFLOP/s on dense bf16 matrix products (NVIDIA's H200
+#   datasheet: 989 TFLOP/s without sparsity, the figure notebook 06 uses too) and has over a
+#   hundred streaming multiprocessors. The 64.4 GFLOP of the GPT-2-sized layer above would take
+#   about 65 µs at that peak (64.4 × 10⁹ / 989 × 10¹²).
 # - The loop version of that layer issues 61 matrix products plus the per-head element-wise
 #   kernels, each launched separately from Python at a cost of a few microseconds. Launching
 #   alone can take longer than the ideal arithmetic. The batched version issues six products.
@@ -690,7 +691,7 @@ if not AUTOGRADING:
 # - Kernel fusion goes further. Raschka's benchmark of this very layer shape (B = 8, T = 1024,
 #   C = 768, 12 heads, causal) measured 3.08 ms for a hand-written batched MHA and 1.10 ms with
 #   `F.scaled_dot_product_attention` on an A100 (2.8×), against 166 ms and 110 ms (1.5×) on an
-#   Apple M3 CPU. FlashAttention-2 reaches 50–73% of an A100's peak.
+#   Apple M3 CPU. FlashAttention-2 reaches 50–73% of an A100's peak (Dao, 2023).
 #
 # The GPU advantage comes from the same three facts you measured here: the same FLOPs, in far
 # fewer and larger operations, on independent heads. A GPU simply rewards them much more than
@@ -800,7 +801,7 @@ check_quiz_answer("q4", answer_q4)
 # **Model answer.** Running the heads in parallel does not save any arithmetic: one forward
 # pass does $8BTC^2 + 4BT^2C$ FLOPs however the width $C$ is split into heads (603,979,776 for
 # $B = 2$, $T = 128$, $C = 512$ in both versions, measured with `FlopCounterMode`). That is also why
-# $H$ heads of width $C/H$ cost what one head of width $C$ costs, not $H$ times more. What
+# $nh$ heads of width $C/nh$ cost what one head of width $C$ costs, not $nh$ times more. What
 # changes is how the work is packaged. The loop issues $5 \cdot nh + 1$ matrix products (81 at
 # 16 heads) plus a set of element-wise operations per head; the batched version issues 6, whatever
 # the number of heads. Every operation has a fixed cost before any arithmetic (Python, the
@@ -821,7 +822,7 @@ check_quiz_answer("q4", answer_q4)
 # **Rubric (4 points, one per line; half points allowed).**
 #
 # 1. *Same work:* the FLOPs are identical (ideally with a measured or computed number); splitting
-#    into heads re-arranges the products, and $H$ heads of width $C/H$ do not cost $H$ times one
+#    into heads re-arranges the products, and $nh$ heads of width $C/nh$ do not cost $nh$ times one
 #    full-width head.
 # 2. *Fewer, larger operations:* $5 \cdot nh + 1$ against a constant 6 matrix products (or the
 #    learner's own counts), and why that matters: a fixed cost per operation (Python, dispatcher,
@@ -842,8 +843,8 @@ check_quiz_answer("q4", answer_q4)
 #
 # - Both schedules compute the same function: your loop and your batched version both equal
 #   PyTorch's multi-head attention.
-# - **Same FLOPs**, $8BTC^2 + 4BT^2C$: the head count cancels, so $H$ heads of width $C/H$ cost
-#   what one full-width head costs, unlike $H$ full-width passes.
+# - **Same FLOPs**, $8BTC^2 + 4BT^2C$: the head count cancels, so $nh$ heads of width $C/nh$ cost
+#   what one full-width head costs, unlike $nh$ full-width passes.
 # - **Different packaging:** $5 \cdot nh + 1$ matrix products against 6, and several times more
 #   operations overall; counted deterministically with a `TorchDispatchMode`.
 # - **Why fewer, larger operations win:** a fixed cost per operation, independent heads that

@@ -9,32 +9,33 @@
 # %% [markdown]
 # # 06 · Attention on a GPU, and without one
 #
+# **Time:** about 1.5 h + 1 h optional (~50 min of exercises, ~40 more optional) · **Prerequisites:** 01, 03
+#
 # So far every attention you wrote built the full table of scores, one number per (query, key)
 # pair. That is fine for a sentence. For a long document it is the single largest thing in memory,
 # and on a GPU moving it around costs more time than the arithmetic. In this notebook you will:
 #
-# 1. Write **device-agnostic** code that runs unchanged on a laptop, an Apple GPU or an NVIDIA GPU
-#    (exercise).
-# 2. Meet `F.scaled_dot_product_attention` (SDPA) and the **backends** behind it: which ones run
-#    on a CPU, which on a GPU, how to force one.
+# 1. Write **device-agnostic** code for a laptop, an Apple GPU or an NVIDIA GPU (exercise).
+# 2. Meet `F.scaled_dot_product_attention` (SDPA) and what its fused kernels save; then, as an
+#    *optional deep dive*, the **backends** behind it and how to force one.
 # 3. Choose **dtypes** (float32, TF32, float16, bfloat16) and the tolerances that go with them.
-# 4. Learn the idea behind **FlashAttention**: walk over the keys in blocks with a running maximum
-#    and a running sum, so the score table never exists (a picture, then an exercise in PyTorch).
-# 5. Complete a **Triton kernel** that does the same on a GPU, and debug it on your CPU in Triton's
-#    interpreter (exercise).
-# 6. Time it properly on a GPU, in TFLOP/s, against SDPA and naive attention (runs only when a
-#    CUDA GPU is present).
+# 4. Learn the idea behind **FlashAttention**, an online softmax over blocks of keys that never
+#    builds the score table (a picture, then an exercise in PyTorch).
+# 5. *Optional deep dive:* complete a **Triton kernel** that does the same on a GPU, and debug it
+#    on your CPU in Triton's interpreter (exercise).
+# 6. Time it on a GPU, in TFLOP/s (runs only when a CUDA GPU is present).
 #
 # **No GPU needed.** Without one, Triton kernels run in Triton's CPU interpreter: exact, slow, and
 # good for learning. Where Triton cannot be installed at all (macOS, Windows), the Triton tests
 # print a message and pass, so the rest of the course is not blocked.
 #
+# **Optional deep dives** (SDPA's backends, the Triton kernel) can be skipped: nothing later builds
+# on them. Skipping section 6 gives up the 5 points of exercise 3.
+#
 # **How this notebook is graded.** Each exercise is a function in place of
 # `raise NotImplementedError()`; the locked cell after it checks it and names the likely mistake.
 # Hidden tests try more shapes when grading. `python -m autograder check 06_gpu_attention.ipynb`
 # grades the whole notebook. The written answer at the end is graded by a person.
-#
-# Time: about 2.5 hours, of which ~90 minutes are exercises.
 #
 # ## Shape legend
 #
@@ -82,12 +83,10 @@ print(triton_support.describe_mode())
 # %matplotlib inline
 
 # %% [markdown]
-# The setup cell imported `autograder.lab.triton_support` **before** any Triton kernel is defined.
-# That order matters: `@triton.jit` decides, at the moment it decorates a function, whether to
-# compile it for a GPU or to interpret it, by reading the environment variable
-# `TRITON_INTERPRET`. The helper sets `TRITON_INTERPRET=1` when there is no CUDA GPU, and
-# removes it when there is one (the interpreter would otherwise run your "GPU" kernel on the
-# CPU, a thousand times slower, without complaint).
+# The setup cell imported `autograder.lab.triton_support` **before** any Triton kernel, on
+# purpose: `@triton.jit` reads `TRITON_INTERPRET` when it decorates a function, to choose between
+# compiling for a GPU and interpreting. The helper sets it only when there is no CUDA GPU (the
+# interpreter would otherwise run your "GPU" kernel a thousand times slower, without complaint).
 #
 # ## 1 · Device-agnostic code
 #
@@ -150,16 +149,28 @@ x = torch.randn(2, 3, device=device)  # created on the device, no copy
 print("device:", device, "| x is on", x.device, "| zeros_like keeps it:", torch.zeros_like(x).device)
 
 # %% [markdown]
-# One more GPU habit: work on a GPU is **queued**. A call such as `a @ b` returns as soon as the
-# work is scheduled; reading a value on the CPU (`.item()`, `.tolist()`, `print`, `.cpu()`)
-# waits for it. Section 7 uses this when it times kernels.
-#
 # ## 2 · `F.scaled_dot_product_attention` and its backends
 #
 # `torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=None, is_causal=False)`
-# computes exactly the function you wrote in notebook 01 (the output, not the weights). Behind that
-# one name PyTorch keeps several implementations, called **backends**, and picks one per call
-# from the device, the dtype, the shapes and the arguments:
+# computes exactly the function you wrote in notebook 01 (the output, not the weights). What do
+# its fused kernels buy? The unfused version (PyTorch's *math* backend) builds the `(B, nh, T, S)`
+# score tensor; the fused CPU kernel (its *flash* backend) never does. `track_tensors` records the
+# largest tensor any operation *creates* (views are free and do not count), a deterministic way
+# to compare memory:
+
+# %%
+q = torch.randn(1, 8, 1024, 64)  # (B, nh, T, hs)
+for backend in (SDPBackend.MATH, SDPBackend.FLASH_ATTENTION):
+    with sdpa_kernel([backend]), track_tensors() as largest:
+        F.scaled_dot_product_attention(q, q, q)
+    print(f"{backend.name:<16} largest tensor created: {largest.describe()}")
+
+# %% [markdown]
+# ### Optional deep dive: the backends behind SDPA
+#
+# Behind that one name PyTorch keeps several implementations, called **backends** (the two above
+# are two of them), and picks one per call from the device, the dtype, the shapes and the
+# arguments:
 #
 # | backend | runs on | in short |
 # |---|---|---|
@@ -214,18 +225,6 @@ print(f"{'3-D input':<13} -> {sdpa_backend(x3, x3, x3)}")
 # `torch.backends.cuda.can_use_flash_attention(params, debug=True)` (and its siblings for the
 # other backends) prints the reasons.
 #
-# What do the fused backends buy? The math backend builds the `(B, nh, T, S)` score tensor; the
-# CPU flash kernel never does. `track_tensors` records the largest tensor any operation *creates*
-# (views are free and do not count), a deterministic way to compare memory:
-
-# %%
-q = torch.randn(1, 8, 1024, 64)  # (B, nh, T, hs)
-for backend in (SDPBackend.MATH, SDPBackend.FLASH_ATTENTION):
-    with sdpa_kernel([backend]), track_tensors() as largest:
-        F.scaled_dot_product_attention(q, q, q)
-    print(f"{backend.name:<16} largest tensor created: {largest.describe()}")
-
-# %% [markdown]
 # ## 3 · Dtypes and their tolerances
 #
 # GPUs are fastest on 16-bit numbers: a tensor core multiplies float16 or bfloat16 matrices many
@@ -396,18 +395,19 @@ plt.show()
 #
 # <details><summary>Hint 3: the update</summary>
 #
-# `m_new = torch.maximum(m_i, s.amax(-1, keepdim=True))`, `alpha = torch.exp(m_i - m_new)`,
-# `p = torch.exp(s - m_new)`, `l_i = l_i * alpha + p.sum(-1, keepdim=True)`,
-# `acc = acc * alpha + p @ vb`, `m_i = m_new`. After the loop, `out = acc / l_i`.
+# Per block: `m_new = torch.maximum(m_i, s.amax(-1, keepdim=True))` and the rescaling factor
+# `alpha = torch.exp(m_i - m_new)`. Then follow the two formulas above: the block's
+# exponentials are taken relative to `m_new`; `l_i` and `acc` are multiplied by `alpha` before
+# the block's contribution is added. What is `out` after the last block?
 # </details>
 #
 # <details><summary>Hint 4: causal, and the NaN trap</summary>
 #
-# Key positions of the block: `cols = torch.arange(start, start + kb.shape[-2])`; query rows:
-# `rows = torch.arange(T)[:, None] + S - T`. Fill `s` with `-inf` where `cols > rows`. A query
-# whose keys so far were all masked has `m_new = -inf`, and `exp(-inf - (-inf))` is NaN: subtract
-# `torch.where(torch.isinf(m_new), 0, m_new)` instead of `m_new`, and at the end divide only
-# where `l_i > 0` (`torch.where(l_i > 0, acc / l_i, 0.0)`).
+# Key `j` of the block sits at position `start + j`; query `i` sits at position `i + S - T`.
+# Mask the scores with `-inf` where the key's position is larger. A query whose keys so far were
+# all masked has `m_new = -inf`, and `exp(-inf - (-inf))` is NaN: while the maximum is still
+# `-inf`, subtract 0 instead (`torch.where`). At the end, such a query has `l_i = 0`: give it a
+# zero output rather than dividing.
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "tiled_attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -524,7 +524,10 @@ else:
 # naive version. The fused kernel, the same idea written in C++, wins. On a GPU, the idea pays off
 # only when one kernel does the whole loop on chip. That is what you write next.
 #
-# ## 6 · A Triton kernel
+# ## 6 · Optional deep dive: a Triton kernel
+#
+# *About 60 minutes. Nothing later in the course builds on it.*
+#
 #
 # [Triton](https://triton-lang.org) writes GPU kernels in Python. You think in **blocks**, not
 # threads:
@@ -623,19 +626,10 @@ else:
     print("Shown only in the interpreter (a GPU computes bfloat16 tl.dot correctly).")
 
 # %% [markdown]
-# **4. $-\infty$ minus $-\infty$ is NaN.** Masking scores with $-\infty$ is right, but a row whose
-# keys so far were *all* masked has running maximum $-\infty$, and $e^{s - m} = e^{-\infty + \infty}$
-# is NaN. One NaN in a row poisons the whole output. Guard it (subtract 0 while $m = -\infty$), or
-# make sure such a block is never visited.
-
-# %%
-m_running = torch.tensor(float("-inf"))
-masked_scores = torch.full((4,), float("-inf"))
-print("exp(s - m) with everything masked:", torch.exp(masked_scores - m_running))
-m_ref = torch.where(torch.isinf(m_running), 0.0, m_running)  # the guard
-print("with the guard:                   ", torch.exp(masked_scores - m_ref))
-
-# %% [markdown]
+# **4. $-\infty$ minus $-\infty$ is NaN**, in a kernel as in exercise 2 (its hint 4): a row whose
+# keys so far were all masked must subtract 0, not its running maximum $-\infty$. One NaN
+# poisons the whole row.
+#
 # ### The attention kernel
 #
 # One program computes `BLOCK_M` query rows of one (batch, head): the grid is
@@ -682,22 +676,23 @@ print("with the guard:                   ", torch.exp(masked_scores - m_ref))
 # <details><summary>Hint 1: the scores and the mask</summary>
 #
 # `qk = tl.dot(q, tl.trans(k)) * qk_scale` is `(BLOCK_M, BLOCK_N)`. Inside
-# `if CAUSAL or not EVEN_S:` build `allowed = cols[None, :] < S` (padded columns were loaded as
-# zeros and would otherwise score 0), with `cols[None, :] <= offs_m[:, None] + S - T` added when
-# `CAUSAL`, and `qk = tl.where(allowed, qk, float("-inf"))`.
+# `if CAUSAL or not EVEN_S:` build a boolean `allowed` from `cols` (and, when `CAUSAL`, from
+# `offs_m`): padded columns, `cols >= S`, were loaded as zeros and would otherwise score 0, and a
+# causal query at position `offs_m + S - T` may not read later keys. `tl.where` applies it.
 # </details>
 #
 # <details><summary>Hint 2: the update</summary>
 #
-# `m_new = tl.maximum(m_i, tl.max(qk, 1))`; `m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)`;
-# `alpha = tl.math.exp2(m_i - m_ref)`; `p = tl.math.exp2(qk - m_ref[:, None])`;
-# `l_i = l_i * alpha + tl.sum(p, 1)`; `acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)`;
-# `m_i = m_new`.
+# It is your `tiled_attention` update, translated: `torch.maximum` → `tl.maximum`,
+# `amax(-1)` → `tl.max(x, 1)`, `sum(-1)` → `tl.sum(x, 1)`, `@` → `tl.dot` (cast `p` to
+# `v.dtype` first), and `torch.exp` → `tl.math.exp2`, since `qk` is already in base-2 units.
+# `m_i` and `l_i` are 1-D here: index them with `[:, None]` to broadcast over a row.
 # </details>
 #
 # <details><summary>Hint 3: after the loop</summary>
 #
-# `out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]`: rows that saw no key keep `acc = 0`.
+# Divide each row of `acc` by its `l_i`. A row that saw no key has `l_i = 0` and `acc = 0`:
+# make sure it stays 0 instead of becoming NaN.
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "triton_attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -829,20 +824,17 @@ else:
 # %% [markdown]
 # ## 7 · On a GPU: timing it properly
 #
-# Timing GPU code with a stopwatch around a call measures almost nothing: the call returns as soon
-# as the kernel is queued. Correct GPU timing needs four things:
+# The rules of notebook 05 §5 still hold: warm up (on a GPU the first calls also pay for Triton's
+# compilation and cuDNN's plan choice), repeat, take medians. A GPU adds two:
 #
-# 1. **Synchronise**: `torch.cuda.synchronize()` before reading a clock, or better, CUDA events
-#    recorded into the stream before and after the call (`start.elapsed_time(end)`).
-# 2. **Warm up**: the first call pays for Triton's compilation, cuDNN's plan choice and the memory
-#    allocator growing its pool. Run a few calls untimed.
-# 3. **Repeat and take the median**: a GPU shared with other work, clock boosts and background
-#    processes make single runs noisy.
-# 4. **Report a rate, not only a time**: attention's forward does $4 \cdot B \cdot nh \cdot T \cdot S \cdot hs$
+# 1. **Synchronise.** GPU work is *queued*: a call returns as soon as the kernel is scheduled, so
+#    a stopwatch around it measures almost nothing. Call `torch.cuda.synchronize()` before reading
+#    a clock, or better, record CUDA events before and after the call (`start.elapsed_time(end)`).
+# 2. **Report a rate, not only a time**: attention's forward does $4 \cdot B \cdot nh \cdot T \cdot S \cdot hs$
 #    floating-point operations (two matrix products, 2 FLOPs per multiply-add; half with a causal
 #    mask). Dividing by the time gives TFLOP/s, which can be compared across sequence lengths and
-#    with the hardware (an H100 or H200 is rated at about 990 TFLOP/s of dense fp16 tensor-core
-#    math; large, well-tuned matrix products reach roughly 800).
+#    with the hardware: NVIDIA's datasheets rate the H100 and H200 (SXM) at about 990 TFLOP/s of
+#    dense fp16/bf16 tensor-core math.
 #
 # Memory: `torch.cuda.reset_peak_memory_stats()` before the call, `torch.cuda.max_memory_allocated()`
 # after it. The timing code used below:
@@ -872,9 +864,9 @@ else:
 # **What to expect.** No GPU was available when this notebook was written, so its own GPU figures
 # are **still to be measured**; maintainers produce them with
 # `python -m autograder.bench.gpu_attention --out <folder>` (a CSV and a PNG, under five minutes).
-# Published figures to compare with: FlashAttention-2 reaches 50–73% of an A100's peak,
-# FlashAttention-3 about 740 TFLOP/s in fp16 on an H100 (75% of peak), and Triton's own
-# fused-attention tutorial reports roughly 110–170 TFLOP/s in fp16 for sequence lengths from 1K to
+# Published figures to compare with: FlashAttention-2 reaches 50–73% of an A100's peak (Dao,
+# 2023), FlashAttention-3 about 740 TFLOP/s in fp16 on an H100, 75% of peak (Shah et al., 2024),
+# and Triton's own fused-attention tutorial reports roughly 110–170 TFLOP/s in fp16 for sequence lengths from 1K to
 # 16K. The target for this kernel is at least half of SDPA's TFLOP/s at T = 4096, hs = 64, fp16.
 # Naive attention should fall behind as T grows and run out of memory first; its peak memory grows
 # with T², the fused kernels' linearly.
@@ -904,15 +896,15 @@ else:
 # ## Summary
 #
 # - Pick the device once (`get_device()`), create tensors on it, keep inputs' dtype and device.
-# - `F.scaled_dot_product_attention` is one name for several backends: math and a fused flash
-#   kernel on a CPU; FlashAttention-2, memory-efficient, cuDNN and math on NVIDIA GPUs. Force or
+# - `F.scaled_dot_product_attention`'s fused kernels never store the `(T, S)` scores. It is one
+#   name for several backends (optional): math and a fused flash kernel on a CPU; FlashAttention-2, memory-efficient, cuDNN and math on NVIDIA GPUs. Force or
 #   exclude them with `sdpa_kernel([...])`.
 # - Lower precision is faster and looser: compare float16 at ~1e-3, bfloat16 at ~1e-2, and
 #   remember that float32 matmuls may run in TF32 on a GPU (always, for Triton's `tl.dot`).
 # - Online softmax: a running maximum, a running sum and a rescaled accumulator give the exact
 #   softmax-weighted sum one block of keys at a time, so the `(T, S)` table never exists.
-# - In Triton, a program owns a block of queries and streams key blocks through on-chip memory;
-#   mask ragged edges, keep accumulators in float32, use exp2, and guard fully masked rows.
+# - (Optional) In Triton, a program owns a block of queries and streams key blocks through on-chip
+#   memory; mask ragged edges, keep accumulators in float32, use exp2, and guard fully masked rows.
 # - Time GPU code with synchronisation or events, after warm-up, as medians, and report TFLOP/s
 #   and peak memory. Never trust a single run.
 #

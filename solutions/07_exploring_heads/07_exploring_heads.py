@@ -9,6 +9,8 @@
 # %% [markdown]
 # # 07 · Exploring heads: what a trained model's heads do, measured
 #
+# **Time:** about 1.5 h (~50 min of exercises) · **Prerequisites:** 02
+#
 # Notebook 02 ended with some claims from the literature: heads specialise, not all heads matter
 # equally, many can be removed, real heads have no clean labels, and more heads are not always
 # better. This notebook tests each claim on a small transformer trained in this repository, on
@@ -32,8 +34,6 @@
 # mistake when something is wrong. Hidden tests try more shapes and models when grading. One
 # written answer is graded by a person. `python -m autograder check 07_exploring_heads.ipynb`
 # grades the whole notebook from a terminal.
-#
-# Time: about 100 minutes, of which ~50 are exercises.
 #
 # ## Shape legend
 #
@@ -121,7 +121,18 @@ for tokens, scored in zip(demo.inputs, demo.scored, strict=True):
 # (`d_model = 64`, so head size 16), a final LayerNorm and a linear read-out to the 32 tokens. It is
 # *attention-only*: there is no MLP in the blocks, so everything the model computes goes through
 # its eight heads. Its attention modules are the course's `TorchMultiHeadAttention`: notebook 02's
-# interface, computed by PyTorch. Section 3 swaps in your own.
+# interface, computed by PyTorch. Section 4 swaps in your own.
+#
+# Each block is wrapped in a **residual connection**: the block does not replace its input, it
+# adds its attention output to it, `x = x + attn(LayerNorm(x))`. The running sum `x` that flows
+# from the embeddings through every block to the read-out is called the **residual stream**;
+# every head writes into it, and every later head and the read-out read from it.
+#
+# ```
+# embeddings ──x──┬──────────────────────(+)──x──┬──────────────────────(+)──x── LayerNorm → read-out
+#                 └─ LayerNorm → attn ────┘        └─ LayerNorm → attn ────┘
+#                      block 0 (4 heads)                 block 1 (4 heads)
+# ```
 #
 # The committed checkpoint was made by `python -m autograder.lab.train` (fixed seed, one CPU
 # thread). Its metadata records how:

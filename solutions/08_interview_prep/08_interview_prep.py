@@ -9,6 +9,8 @@
 # %% [markdown]
 # # 08 · Interview preparation
 #
+# **Time:** about 2 h (plus 10 min a day of flashcards) · **Prerequisites:** 01–07
+#
 # Interviewers ask about multi-head attention in three ways: *numbers* you should be able to work
 # out on a whiteboard, *claims* you should be able to confirm or push back on, and *code* you
 # should be able to read and fix. They usually end with an open question that you answer out
@@ -19,7 +21,7 @@
 # |---|---|---|---|---|
 # | 1 | Numbers worth knowing: head size, parameters, memory, FLOPs, matmul counts | ●●○ | ~30 min | 10 |
 # | 2 | Claims to confirm or push back on (multiple choice) | ●○○ – ●●○ | ~25 min | 12 |
-# | 3 | Find and fix the bug: attention, head split, causal mask, GQA | ●●○ | ~40 min | 10 |
+# | 3 | Find and fix the bug: a ported MHA module, a batch mask, a GQA cache | ●●○ | ~40 min | 10 |
 # | 4 | Say it out loud: two written answers | ●●● | ~25 min | 7, by your instructor |
 # | 5 | Flashcards for spaced review | ●○○ | 10 min a day | — |
 # | 6 | If you got it wrong: where to revisit | — | — | — |
@@ -54,12 +56,15 @@ import warnings
 import torch
 import torch.nn.functional as F
 from IPython.display import display
+from torch import nn
 
-from autograder.checks.attention import check_sdpa_mask, check_sdpa_values
-from autograder.checks.gqa import check_repeat_kv
+from autograder.checks.gqa import check_gqa_decoding, check_gqa_kv_cache
 from autograder.checks.interview import check_choice, check_number
-from autograder.checks.masking import check_causal_mask_no_leak, check_causal_mask_values
-from autograder.checks.multihead import check_merge_heads, check_split_heads
+from autograder.checks.masking import (
+    check_attention_mask_padding_invariance,
+    check_attention_mask_values,
+)
+from autograder.checks.multihead import check_mha_mask, check_mha_matches_torch
 from autograder.lab.flashcards import flashcard_widget
 
 warnings.filterwarnings("ignore")
@@ -527,8 +532,8 @@ check_choice("mask_after_softmax", answer_mask_after_softmax)
 #   what it does.
 # - (c) Multi-head attention is more powerful than single-head attention, so more heads is always
 #   better.
-# - (d) The heads of a layer are computed together in batched products, so at a fixed width
-#   adding heads does not multiply the compute.
+# - (d) At a fixed width each head works in C/nh dimensions, so the head count cancels from
+#   the FLOPs: adding heads does not multiply the compute, batched or computed one by one.
 # - (e) In trained models, a good share of the heads can often be removed with little loss.
 # - (f) A single wide head has fewer parameters than several narrow heads of the same total
 #   width.
@@ -548,261 +553,366 @@ check_choice("pushback", answer_pushback)
 #
 # **Difficulty** ●●○ · **Time** ~40 min · **Points** 10
 #
-# Live-coding rounds often hand you code that *runs* and ask what is wrong with it. Each
-# function below runs without an error and returns tensors of the right shape, which is exactly
-# why its bugs survive. For each one: read it, predict what goes wrong, run the symptom cell,
-# then write the fixed function in the answer cell (start by copying the buggy body). The checks
-# are the course's own: they compare with PyTorch and name the mistake they recognise.
+# Live-coding rounds often hand you code that *runs* and ask what is wrong with it. Each piece of
+# code below runs without an error and returns tensors of the right shape, which is exactly why
+# its bugs survive. None of these bugs appeared in the earlier notebooks' exercises. For each one:
+# read it, predict what goes wrong, run the symptom cell, then write the fixed version in the
+# answer cell (start by copying the buggy body). The checks are the course's own: they compare
+# with PyTorch and name the mistake they recognise, one at a time.
 #
-# ### 3.1 · Attention with three bugs
+# ### 3.1 · A module ported from another codebase
 #
 # **Time** ~15 min
+#
+# A colleague wrote this multi-head attention for a project that used `nn.MultiheadAttention`
+# before. It has the course's interface (notebook 02): four `nn.Linear(d_model, d_model)`
+# projections, `forward(query, key=None, value=None, mask=None) -> (out, weights)`, and a boolean
+# mask with **True = may attend**. Two lines are wrong.
 
-# %% nbgrader={"grade": false, "grade_id": "given_buggy_attention", "locked": true, "schema_version": 3, "solution": false, "task": false}
-def buggy_attention(q, k, v, mask=None):
-    """Meant to be softmax(q kᵀ / √d_k) v with a boolean mask (True = may attend). Three bugs.
+# %% nbgrader={"grade": false, "grade_id": "given_buggy_mha", "locked": true, "schema_version": 3, "solution": false, "task": false}
+class BuggyMultiHeadAttention(nn.Module):
+    """Meant to equal nn.MultiheadAttention (batch first); mask True = may attend. Two bugs."""
 
-    q (..., T, d_k), k (..., S, d_k), v (..., S, d_v) -> (out (..., T, d_v), weights (..., T, S)).
-    """
-    scores = q @ k.transpose(-2, -1)  # (..., T, d_k) @ (..., d_k, S) -> (..., T, S)
-    weights = torch.softmax(scores, dim=-2)  # (..., T, S)
-    if mask is not None:
-        weights = weights * mask  # (..., T, S)
-    return weights @ v, weights  # (..., T, d_v), (..., T, S)
+    def __init__(self, d_model, num_heads, bias=True):
+        super().__init__()
+        if d_model % num_heads != 0:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+        self.num_heads = num_heads
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.scale = 1 / math.sqrt(d_model)
+
+    def forward(self, query, key=None, value=None, mask=None):
+        key = query if key is None else key
+        value = query if value is None else value
+        (B, T, C), S = query.shape, key.shape[1]
+        nh, hs = self.num_heads, C // self.num_heads
+        q = self.q_proj(query).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = self.k_proj(key).view(B, S, nh, hs).transpose(1, 2)  # (B, nh, S, hs)
+        v = self.v_proj(value).view(B, S, nh, hs).transpose(1, 2)  # (B, nh, S, hs)
+        scores = q @ k.transpose(-2, -1) * self.scale  # (B, nh, T, hs) @ (B, nh, hs, S) -> (B, nh, T, S)
+        if mask is not None:
+            scores = scores.masked_fill(mask, float("-inf"))  # (B, nh, T, S)
+        weights = torch.softmax(scores, dim=-1)  # (B, nh, T, S)
+        if mask is not None:
+            weights = weights.masked_fill(mask, 0.0)  # rows with no allowed key: NaN -> 0
+        out = (weights @ v).transpose(1, 2).reshape(B, T, C)  # (B, nh, T, hs) -> (B, T, C)
+        return self.out_proj(out), weights  # (B, T, C), (B, nh, T, S)
 
 
 # %%
-q, k, v = torch.randn(2, 4, 64), torch.randn(2, 6, 64), torch.randn(2, 6, 8)  # T = 4, S = 6
-mask = torch.ones(4, 6, dtype=torch.bool).tril(diagonal=2)  # (T, S): a causal mask, S > T
-out, weights = buggy_attention(q, k, v, mask)
-print("row sums of the weights (each should be 1):", weights[0].sum(-1))
-print("largest difference from PyTorch's attention:",
-      (out - F.scaled_dot_product_attention(q, k, v, attn_mask=mask)).abs().max().item())
+torch.manual_seed(0)
+B, T, C, nh = 2, 5, 16, 4
+buggy = BuggyMultiHeadAttention(C, nh)
+reference = nn.MultiheadAttention(C, nh, batch_first=True)
+with torch.no_grad():  # give PyTorch's module the same weights
+    reference.in_proj_weight.copy_(torch.cat([buggy.q_proj.weight, buggy.k_proj.weight,
+                                              buggy.v_proj.weight]))  # (3C, C)
+    reference.in_proj_bias.copy_(torch.cat([buggy.q_proj.bias, buggy.k_proj.bias,
+                                            buggy.v_proj.bias]))  # (3C,)
+    reference.out_proj.load_state_dict(buggy.out_proj.state_dict())
+x = torch.randn(B, T, C)  # (B, T, C)
+causal = torch.ones(T, T, dtype=torch.bool).tril()  # (T, S), True = may attend
+with torch.no_grad():
+    out, weights = buggy(x)
+    expected, expected_weights = reference(x, x, x, average_attn_weights=False)
+    print("no mask, largest difference from nn.MultiheadAttention:",
+          (out - expected).abs().max().item())
+    print("largest weight, yours vs PyTorch's:", weights.max().item(), expected_weights.max().item())
+    _, masked_weights = buggy(x, mask=causal)
+    print("with a causal mask, the weights of query 1 in head 0:", masked_weights[0, 0, 1])
 
 # %% [markdown]
-# Write `scaled_dot_product_attention` without the bugs. Contract (notebook 01): the mask is
-# boolean, broadcastable to `(..., T, S)`, True = may attend, and a query with **no** allowed key
-# gets all-zero weights and an all-zero output, never NaN.
+# Write `MultiHeadAttention` without the bugs: the same interface, equal to
+# `nn.MultiheadAttention` holding the same weights, mask True = may attend, and a query with no
+# allowed key gets zero weights.
 #
 # <details><summary>Hint 1: where to look</summary>
 #
-# Check the three lines that turn scores into weights: the scaling, the axis of the softmax, and
-# *when* the mask is applied.
+# Compare the two largest weights printed above: which of the two softmaxes is flatter, and what
+# sets how flat a softmax is? Then read query 1's masked weights: which keys does it read, and
+# which should a causal query read?
+# </details>
+#
+# <details><summary>Hint 2: the two lines</summary>
+#
+# Notebook 01 divided the scores by the square root of the width of the vectors being compared.
+# Here those vectors are one head's queries and keys. And `nn.MultiheadAttention`'s `attn_mask`
+# says which keys are *blocked*; this course's mask says which are *allowed*.
+# </details>
+
+# %% nbgrader={"grade": false, "grade_id": "fixed_mha", "locked": false, "schema_version": 3, "solution": true, "task": false}
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention equal to nn.MultiheadAttention (batch first); mask True = may attend.
+
+    ``forward(query (B, T, C), key=None, value=None, mask=None)`` returns
+    ``(out (B, T, C), weights (B, nh, T, S))``; key and value default to query.
+    """
+
+    def __init__(self, d_model, num_heads, bias=True):
+        super().__init__()
+        ### BEGIN SOLUTION
+        if d_model % num_heads != 0:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+        self.num_heads = num_heads
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.scale = 1 / math.sqrt(d_model // num_heads)  # 1/√hs: one head compares hs numbers
+        ### END SOLUTION
+
+    def forward(self, query, key=None, value=None, mask=None):
+        ### BEGIN SOLUTION
+        key = query if key is None else key
+        value = query if value is None else value
+        (B, T, C), S = query.shape, key.shape[1]
+        nh, hs = self.num_heads, C // self.num_heads
+        q = self.q_proj(query).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = self.k_proj(key).view(B, S, nh, hs).transpose(1, 2)  # (B, nh, S, hs)
+        v = self.v_proj(value).view(B, S, nh, hs).transpose(1, 2)  # (B, nh, S, hs)
+        scores = q @ k.transpose(-2, -1) * self.scale  # (B, nh, T, hs) @ (B, nh, hs, S) -> (B, nh, T, S)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))  # True = may attend
+        weights = torch.softmax(scores, dim=-1)  # (B, nh, T, S)
+        if mask is not None:
+            weights = weights.masked_fill(~mask, 0.0)  # rows with no allowed key: NaN -> 0
+        out = (weights @ v).transpose(1, 2).reshape(B, T, C)  # (B, nh, T, hs) -> (B, T, C)
+        return self.out_proj(out), weights  # (B, T, C), (B, nh, T, S)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_fixed_mha_matches_torch", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""The fixed module equals nn.MultiheadAttention with the same weights, self- and cross-attention."""
+check_mha_matches_torch(MultiHeadAttention)
+### BEGIN HIDDEN TESTS
+check_mha_matches_torch(MultiHeadAttention, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_fixed_mha_mask", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""The fixed module reads the mask as True = may attend; rows with no allowed key give zeros."""
+check_mha_mask(MultiHeadAttention)
+### BEGIN HIDDEN TESTS
+check_mha_mask(MultiHeadAttention, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### 3.2 · A batch mask that meets the heads
+#
+# **Time** ~10 min
+#
+# This function builds the mask of a padded, causal batch: `lengths[b]` real tokens in row `b`,
+# padding after them. The mask is meant for multi-head attention, whose scores are
+# `(B, nh, T, S)`.
+
+# %% nbgrader={"grade": false, "grade_id": "given_buggy_attention_mask", "locked": true, "schema_version": 3, "solution": false, "task": false}
+def buggy_attention_mask(lengths, max_len, causal=True):
+    """Meant to be True where key j of sequence b may be read by query i: j < lengths[b] and,
+    if causal, j <= i. For scores (B, nh, T, S) with T = S = max_len."""
+    positions = torch.arange(max_len, device=lengths.device)  # (T,)
+    real = positions < lengths[:, None]  # (B, S): real keys
+    allowed = real[:, None, :].expand(-1, max_len, -1)  # (B, T, S)
+    if causal:
+        allowed = allowed & (positions[None, :] <= positions[:, None])  # (B, T, S) & (T, S)
+    return allowed  # (B, T, S)
+
+
+# %% [markdown]
+# Every entry of this mask is right. Now apply it to the scores of a batch of two sequences and
+# two heads, the way attention does (`masked_fill` broadcasts the mask against the scores):
+
+# %%
+lengths = torch.tensor([2, 4])  # sequence 0 has two real tokens, sequence 1 has four
+mask = buggy_attention_mask(lengths, 4, causal=False)  # (B, T, S)
+scores = torch.zeros(2, 2, 4, 4)  # (B, nh, T, S)
+allowed = mask.expand_as(scores)  # what masked_fill and SDPA do with a (B, T, S) mask
+for head in range(2):
+    print(f"sequence 0, head {head}: query 0 may read keys", allowed[0, head, 0].int().tolist())
+try:
+    mask.expand(2, 3, 4, 4)  # the same mask against three heads
+except RuntimeError as err:
+    print("with three heads:", str(err).splitlines()[0])
+
+# %% [markdown]
+# Write `attention_mask(lengths, max_len, causal=True)` so that it works with any number of heads
+# (the contract of notebook 03: a bool tensor on the device of `lengths`).
+#
+# <details><summary>Hint 1: where to look</summary>
+#
+# Broadcasting lines shapes up from the **right**. Write the mask's shape under the scores'
+# shape, right-aligned: which dimension of the mask ends up against the heads?
+# </details>
+#
+# <details><summary>Hint 2: the shape</summary>
+#
+# The mask should say nothing about heads, so it needs a dimension of size 1 where the heads are,
+# in the position that lines up with `nh` in `(B, nh, T, S)`.
+# </details>
+
+# %% nbgrader={"grade": false, "grade_id": "fixed_attention_mask", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def attention_mask(lengths, max_len, causal=True):
+    """``(B, 1, T, S)`` bool with T = S = ``max_len``: key ``j`` of sequence ``b`` may be read by
+    query ``i`` iff ``j < lengths[b]`` and, if ``causal``, ``j <= i``; on ``lengths.device``."""
+    ### BEGIN SOLUTION
+    positions = torch.arange(max_len, device=lengths.device)  # (T,)
+    real = positions < lengths[:, None]  # (B, S): real keys
+    allowed = real[:, None, :].expand(-1, max_len, -1)  # (B, T, S)
+    if causal:
+        allowed = allowed & (positions[None, :] <= positions[:, None])  # (B, T, S) & (T, S)
+    return allowed[:, None]  # (B, 1, T, S): broadcasts over any number of heads
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_fixed_attention_mask_values", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""attention_mask gives (B, 1, T, T): a key may be read iff it is real and (if causal) not later."""
+check_attention_mask_values(attention_mask)
+### BEGIN HIDDEN TESTS
+check_attention_mask_values(attention_mask, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_fixed_attention_mask_padding", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""With attention_mask, real tokens' outputs equal each sequence run alone, without padding."""
+check_attention_mask_padding_invariance(attention_mask)
+### BEGIN HIDDEN TESTS
+check_attention_mask_padding_invariance(attention_mask, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### 3.3 · Decoding with shared key/value heads
+#
+# **Time** ~15 min
+#
+# A grouped-query attention layer for token-by-token generation (notebook 04's interface):
+# `forward(x, past_kv=None, causal=True)` takes the `T` newest tokens and the cache `(k, v)` of
+# the earlier ones, and returns `(out, (k, v))` with the cache extended. Query head `i` reads
+# key/value head `i // n_rep`. Decoding piece by piece with the cache must equal one full causal
+# pass. Two things are wrong.
+
+# %% nbgrader={"grade": false, "grade_id": "given_buggy_gqa", "locked": true, "schema_version": 3, "solution": false, "task": false}
+class BuggyGroupedQueryAttention(nn.Module):
+    """Meant to be GQA with a KV cache: nh query heads share nkv key/value heads. Two bugs."""
+
+    def __init__(self, d_model, num_heads, num_kv_heads, bias=False):
+        super().__init__()
+        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
+        self.head_size = d_model // num_heads
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, num_kv_heads * self.head_size, bias=bias)
+        self.v_proj = nn.Linear(d_model, num_kv_heads * self.head_size, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, x, past_kv=None, causal=True):
+        B, T, C = x.shape
+        nh, nkv, hs = self.num_heads, self.num_kv_heads, self.head_size
+        q = self.q_proj(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = self.k_proj(x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
+        v = self.v_proj(x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
+        k = k.repeat_interleave(nh // nkv, dim=1)  # (B, nh, T, hs)
+        v = v.repeat_interleave(nh // nkv, dim=1)  # (B, nh, T, hs)
+        if past_kv is not None:
+            k = torch.cat([past_kv[0], k], dim=2)  # (B, nh, S, hs)
+            v = torch.cat([past_kv[1], v], dim=2)  # (B, nh, S, hs)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # (B, nh, T, hs)
+        out = out.transpose(1, 2).reshape(B, T, C)  # (B, T, C)
+        return self.out_proj(out), (k, v)  # (B, T, C), cache
+
+
+# %%
+torch.manual_seed(0)
+gqa = BuggyGroupedQueryAttention(32, num_heads=8, num_kv_heads=2).eval()
+x = torch.randn(1, 6, 32)  # (B, T, C)
+with torch.no_grad():
+    full, (k_full, _) = gqa(x)  # one causal pass over all six tokens
+    past, steps = None, []
+    for t in range(6):  # the same tokens, one at a time, with the cache
+        out, past = gqa(x[:, t : t + 1], past_kv=past)
+        steps.append(out)
+print("cache after the full pass:", tuple(k_full.shape), "(B, heads, S, hs)")
+print("token by token vs full pass, largest difference per position:",
+      [round(d, 3) for d in (torch.cat(steps, 1) - full).abs().amax(dim=(0, 2)).tolist()])
+
+# %% [markdown]
+# Write `GroupedQueryAttention` without the bugs: the same interface, the cache holds
+# `(B, nkv, S, hs)` keys and values, and decoding with the cache equals the full causal pass.
+#
+# <details><summary>Hint 1: where to look</summary>
+#
+# Two symptoms above. How many heads does the cache hold, and how many does grouped-query
+# attention exist to store? And which position is the only one that comes out right when
+# decoding one token at a time?
 # </details>
 #
 # <details><summary>Hint 2: the mask</summary>
 #
-# `scores.masked_fill(~mask, float("-inf"))` before the softmax. A row of only `-inf` gives NaN
-# after the softmax; fill the weights of masked positions with 0 afterwards to get zeros there.
+# With a cache the `T` new queries are the *last* `T` of the `S` positions. Read what
+# `is_causal=True` assumes about where the queries sit (notebook 03 §2 and notebook 04 §3), and
+# build the mask yourself.
 # </details>
 
-# %% nbgrader={"grade": false, "grade_id": "fixed_attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
-def scaled_dot_product_attention(q, k, v, mask=None):
-    """softmax(q kᵀ / √d_k) v with an optional boolean mask (True = may attend).
+# %% nbgrader={"grade": false, "grade_id": "fixed_gqa", "locked": false, "schema_version": 3, "solution": true, "task": false}
+class GroupedQueryAttention(nn.Module):
+    """GQA with a KV cache: nh query heads share nkv key/value heads; query head i reads kv head
+    i // (nh // nkv).
 
-    q ``(..., T, d_k)``, k ``(..., S, d_k)``, v ``(..., S, d_v)``, mask broadcastable to
-    ``(..., T, S)``. Returns ``(out (..., T, d_v), weights (..., T, S))``; a query with no
-    allowed key gets zero weights and a zero output.
+    ``forward(x (B, T, C), past_kv=None, causal=True)`` returns ``(out (B, T, C), (k, v))`` with
+    ``k``, ``v`` of shape ``(B, nkv, S, hs)``: the past positions, then the new ones.
     """
-    ### BEGIN SOLUTION
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., T, S)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)  # over the keys
-    if mask is not None:
-        weights = weights.masked_fill(~mask, 0.0)  # rows with no allowed key: NaN -> 0
-    return weights @ v, weights  # (..., T, d_v), (..., T, S)
-    ### END SOLUTION
+
+    def __init__(self, d_model, num_heads, num_kv_heads, bias=False):
+        super().__init__()
+        ### BEGIN SOLUTION
+        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
+        self.head_size = d_model // num_heads
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, num_kv_heads * self.head_size, bias=bias)
+        self.v_proj = nn.Linear(d_model, num_kv_heads * self.head_size, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        ### END SOLUTION
+
+    def forward(self, x, past_kv=None, causal=True):
+        ### BEGIN SOLUTION
+        B, T, C = x.shape
+        nh, nkv, hs = self.num_heads, self.num_kv_heads, self.head_size
+        q = self.q_proj(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = self.k_proj(x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
+        v = self.v_proj(x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
+        if past_kv is not None:
+            k = torch.cat([past_kv[0], k], dim=2)  # (B, nkv, S, hs): cache the kv heads only
+            v = torch.cat([past_kv[1], v], dim=2)  # (B, nkv, S, hs)
+        S = k.shape[2]
+        mask = None
+        if causal:  # the new queries are the last T of S positions: bottom-right
+            mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)  # (T, S)
+        k_rep = k.repeat_interleave(nh // nkv, dim=1)  # (B, nh, S, hs)
+        v_rep = v.repeat_interleave(nh // nkv, dim=1)  # (B, nh, S, hs)
+        out = F.scaled_dot_product_attention(q, k_rep, v_rep, attn_mask=mask)  # (B, nh, T, hs)
+        out = out.transpose(1, 2).reshape(B, T, C)  # (B, T, C)
+        return self.out_proj(out), (k, v)  # (B, T, C), cache (B, nkv, S, hs)
+        ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "test_fixed_attention_values", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-"""The fixed attention equals PyTorch's without a mask: weights and output, T ≠ S, d_k ≠ d_v."""
-check_sdpa_values(scaled_dot_product_attention)
+# %% nbgrader={"grade": true, "grade_id": "test_fixed_gqa_cache", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""The fixed module caches (B, nkv, S, hs) keys and values: the past, then the new positions."""
+check_gqa_kv_cache(GroupedQueryAttention)
 ### BEGIN HIDDEN TESTS
-check_sdpa_values(scaled_dot_product_attention, seed=1, thorough=True)
+check_gqa_kv_cache(GroupedQueryAttention, seed=1, thorough=True)
 ### END HIDDEN TESTS
 
-# %% nbgrader={"grade": true, "grade_id": "test_fixed_attention_mask", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-"""The fixed attention applies the mask before the softmax; rows with no allowed key give zeros."""
-check_sdpa_mask(scaled_dot_product_attention)
+# %% nbgrader={"grade": true, "grade_id": "test_fixed_gqa_decoding", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Decoding piece by piece with the fixed module's cache equals one full causal pass."""
+check_gqa_decoding(GroupedQueryAttention)
 ### BEGIN HIDDEN TESTS
-check_sdpa_mask(scaled_dot_product_attention, seed=1, thorough=True)
-### END HIDDEN TESTS
-
-# %% [markdown]
-# ### 3.2 · Splitting and merging heads
-#
-# **Time** ~10 min
-
-# %% nbgrader={"grade": false, "grade_id": "given_buggy_heads", "locked": true, "schema_version": 3, "solution": false, "task": false}
-def buggy_split_heads(x, num_heads):
-    """Meant to be (B, T, C) -> (B, nh, T, hs), head h holding features h*hs:(h+1)*hs."""
-    B, T, C = x.shape
-    return x.view(B, num_heads, T, C // num_heads)  # (B, nh, T, hs)
-
-
-def buggy_merge_heads(x):
-    """Meant to be the inverse: (B, nh, T, hs) -> (B, T, nh*hs)."""
-    B, nh, T, hs = x.shape
-    return x.reshape(B, T, nh * hs)  # (B, T, C)
-
-
-# %% [markdown]
-# A round-trip test passes, so the pair looks consistent. Now tag every feature of token `t`
-# with the number `t` and look at what "head 0" receives:
-
-# %%
-x = torch.randn(2, 5, 12)  # (B, T, C)
-print("round trip gives x back:", torch.equal(buggy_merge_heads(buggy_split_heads(x, 3)), x))
-tagged = torch.arange(4.0)[None, :, None].repeat(1, 1, 6)  # (B=1, T=4, C=6): token t holds t
-print("head 0's rows, one per token (row t should hold t, for t = 0, 1, 2, 3):")
-print(buggy_split_heads(tagged, 2)[0, 0])  # (T, hs)
-
-# %% [markdown]
-# Write `split_heads` and `merge_heads` correctly.
-#
-# <details><summary>Hint</summary>
-#
-# `view` never moves numbers: it reinterprets memory that is laid out token after token. Cut the
-# features first, `(B, T, nh, hs)`, then move the head dimension: `.transpose(1, 2)`. Merging
-# undoes both steps in reverse order, and after a transpose use `reshape` (or
-# `.contiguous().view`).
-# </details>
-
-# %% nbgrader={"grade": false, "grade_id": "fixed_split_heads", "locked": false, "schema_version": 3, "solution": true, "task": false}
-def split_heads(x, num_heads):
-    """``(B, T, C) -> (B, nh, T, hs)``; head ``h`` holds features ``h*hs:(h+1)*hs``."""
-    ### BEGIN SOLUTION
-    B, T, C = x.shape
-    return x.reshape(B, T, num_heads, C // num_heads).transpose(1, 2)  # (B, nh, T, hs)
-    ### END SOLUTION
-
-
-# %% nbgrader={"grade": true, "grade_id": "test_fixed_split_heads_layout", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-"""split_heads gives (B, nh, T, hs) with head h holding features h*hs:(h+1)*hs of every token."""
-check_split_heads(split_heads)
-### BEGIN HIDDEN TESTS
-check_split_heads(split_heads, seed=1, thorough=True)
-### END HIDDEN TESTS
-
-# %% nbgrader={"grade": false, "grade_id": "fixed_merge_heads", "locked": false, "schema_version": 3, "solution": true, "task": false}
-def merge_heads(x):
-    """``(B, nh, T, hs) -> (B, T, nh*hs)``, head ``h`` in features ``h*hs:(h+1)*hs``."""
-    ### BEGIN SOLUTION
-    B, nh, T, hs = x.shape
-    return x.transpose(1, 2).reshape(B, T, nh * hs)  # (B, T, nh, hs) -> (B, T, C)
-    ### END SOLUTION
-
-
-# %% nbgrader={"grade": true, "grade_id": "test_fixed_merge_heads_layout", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-"""merge_heads undoes the split: (B, T, nh*hs), for contiguous and non-contiguous input."""
-check_merge_heads(merge_heads)
-### BEGIN HIDDEN TESTS
-check_merge_heads(merge_heads, seed=1, thorough=True)
+check_gqa_decoding(GroupedQueryAttention, seed=1, thorough=True)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### 3.3 · A causal mask for decoding with a cache
-#
-# **Time** ~10 min
-#
-# During generation with a KV cache, the `T` newest tokens are the queries and all `S ≥ T` tokens
-# so far are the keys. The mask is `(T, S)`, True = may attend.
-
-# %% nbgrader={"grade": false, "grade_id": "given_buggy_causal_mask", "locked": true, "schema_version": 3, "solution": false, "task": false}
-def buggy_causal_mask(T, S=None, device=None):
-    """Meant to be the (T, S) causal mask, True = may attend; the queries are the last T tokens."""
-    S = T if S is None else S
-    return torch.ones(T, S, dtype=torch.bool, device=device).tril(diagonal=-1)  # (T, S)
-
-
-# %%
-print("buggy_causal_mask(3):\n", buggy_causal_mask(3).int())
-print("buggy_causal_mask(2, 5): two new tokens after three cached ones:\n",
-      buggy_causal_mask(2, 5).int())
-
-# %% [markdown]
-# Write `causal_mask` correctly (the contract of notebook 03: `S` defaults to `T`, and the
-# result lives on `device`).
-#
-# <details><summary>Hint</summary>
-#
-# Two bugs. What should the first query of `buggy_causal_mask(3)` be allowed to see? And in the
-# `(2, 5)` case, query `i` is the token at position `S - T + i`: which keys are at or before it?
-# `torch.tril` takes a `diagonal` offset.
-# </details>
-
-# %% nbgrader={"grade": false, "grade_id": "fixed_causal_mask", "locked": false, "schema_version": 3, "solution": true, "task": false}
-def causal_mask(T, S=None, device=None):
-    """``(T, S)`` bool, True = may attend: query ``i`` (position ``S - T + i``) sees keys
-    ``0 … S - T + i``. ``S`` defaults to ``T``."""
-    ### BEGIN SOLUTION
-    S = T if S is None else S
-    return torch.ones(T, S, dtype=torch.bool, device=device).tril(diagonal=S - T)  # (T, S)
-    ### END SOLUTION
-
-
-# %% nbgrader={"grade": true, "grade_id": "test_fixed_causal_mask_values", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-"""causal_mask equals PyTorch's bottom-right causal mask, S = T and S > T, on the right device."""
-check_causal_mask_values(causal_mask)
-### BEGIN HIDDEN TESTS
-check_causal_mask_values(causal_mask, seed=1, thorough=True)
-### END HIDDEN TESTS
-
-# %% nbgrader={"grade": true, "grade_id": "test_fixed_causal_mask_no_leak", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-"""With causal_mask no output sees the future, and cached decoding equals the full pass."""
-check_causal_mask_no_leak(causal_mask)
-### BEGIN HIDDEN TESTS
-check_causal_mask_no_leak(causal_mask, seed=1, thorough=True)
-### END HIDDEN TESTS
-
-# %% [markdown]
-# ### 3.4 · Sharing key/value heads
-#
-# **Time** ~5 min
-#
-# In grouped-query attention, `repeat_kv` expands `nkv` key/value heads to the `nh` query heads:
-# query head `h` must read key/value head `h // n_rep`, where `n_rep = nh // nkv`.
-
-# %% nbgrader={"grade": false, "grade_id": "given_buggy_repeat_kv", "locked": true, "schema_version": 3, "solution": false, "task": false}
-def buggy_repeat_kv(x, n_rep):
-    """Meant to be (B, nkv, S, hs) -> (B, nkv*n_rep, S, hs), query head h reading kv head h // n_rep."""
-    return x.repeat(1, n_rep, 1, 1)  # (B, nkv*n_rep, S, hs)
-
-
-# %%
-kv = torch.arange(2.0)[None, :, None, None].repeat(1, 1, 3, 4)  # (B, nkv=2, S, hs): head j holds j
-print("kv head read by each of the 4 query heads (should be 0, 0, 1, 1):",
-      buggy_repeat_kv(kv, 2)[0, :, 0, 0].tolist())
-
-# %% [markdown]
-# Write `repeat_kv` correctly.
-#
-# <details><summary>Hint</summary>
-#
-# You want `[K0, K0, K1, K1]`, not `[K0, K1, K0, K1]`: each head repeated in place, along dim 1.
-# </details>
-
-# %% nbgrader={"grade": false, "grade_id": "fixed_repeat_kv", "locked": false, "schema_version": 3, "solution": true, "task": false}
-def repeat_kv(x, n_rep):
-    """``(B, nkv, S, hs) -> (B, nkv*n_rep, S, hs)``; output head ``h`` is input head ``h // n_rep``."""
-    ### BEGIN SOLUTION
-    return x.repeat_interleave(n_rep, dim=1)  # (B, nkv*n_rep, S, hs)
-    ### END SOLUTION
-
-
-# %% nbgrader={"grade": true, "grade_id": "test_fixed_repeat_kv_order", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-"""repeat_kv gives query head h the key/value head h // n_rep, for any n_rep and dtype."""
-check_repeat_kv(repeat_kv)
-### BEGIN HIDDEN TESTS
-check_repeat_kv(repeat_kv, seed=1, thorough=True)
-### END HIDDEN TESTS
-
-# %% [markdown]
-# What the four bugs have in common: none raises an error, and none changes a shape. Only a
-# comparison with a trusted reference (PyTorch), or a property test (rows sum to 1, no leak from
-# the future, cached decoding equals the full pass), exposes them. In an interview, name the
-# test that would have caught the bug, not only the fix.
+# What the six bugs have in common: none raises an error, and none changes the shape of an
+# output. A (B, T, S) mask even broadcasts silently whenever the batch size happens to equal the
+# head count. Only a comparison with a trusted reference (PyTorch), or a property test (padding
+# does not change real tokens, cached decoding equals the full pass), exposes them. In an
+# interview, name the test that would have caught the bug, not only the fix.
 #
 # ## 4 · Say it out loud
 #
@@ -939,11 +1049,11 @@ else:
 # | `test_choice_why_heads`, `test_choice_more_heads`, `written_why_multiple_heads` | notebook 02 §7 (why not one wide head) |
 # | `test_choice_heads_jobs`, `test_choice_pruning`, `test_choice_pushback` | notebook 02 §8 (what heads learn) and notebook 07 (measuring heads: entropy, ablation, pruning) |
 # | `test_choice_sqrt_dk` | notebook 01 §4 (why divide by √d_k, measured) |
-# | `test_fixed_attention_values` | notebook 01 §3–4 (scaled dot-product attention; the scaling) |
-# | `test_choice_mask_after_softmax`, `test_fixed_attention_mask` | notebook 03 §1–2 (masks as permissions; the causal mask) |
-# | `test_fixed_split_heads_layout`, `test_fixed_merge_heads_layout` | notebook 02 §2–3 (splitting and merging heads) |
-# | `test_fixed_causal_mask_values`, `test_fixed_causal_mask_no_leak` | notebook 03 §2–3 (the causal mask; a leakage test) and notebook 04 §3 (masks when the queries are the newest tokens) |
-# | `test_fixed_repeat_kv_order` | notebook 04 §2 (sharing key/value heads) |
+# | `test_choice_mask_after_softmax` | notebook 03 §1–2 (masks as permissions; the causal mask) |
+# | `test_fixed_mha_matches_torch` | notebook 01 §4 (why divide by √d_k) and notebook 02 §4–5 (the module; equality with `nn.MultiheadAttention`) |
+# | `test_fixed_mha_mask` | notebook 02 §5 and notebook 03 §6 (`nn.MultiheadAttention` reads masks the other way round) |
+# | `test_fixed_attention_mask_values`, `test_fixed_attention_mask_padding` | notebook 03 §4–5 (padding; the mask of a batched decoder) |
+# | `test_fixed_gqa_cache`, `test_fixed_gqa_decoding` | notebook 04 §2–4 (sharing key/value heads; causal masks when the queries are the newest tokens; decoding with the cache) |
 #
 # ## Summary
 #
@@ -953,8 +1063,8 @@ else:
 # - **Claims:** several heads give several softmax weightings per token at the same cost; head
 #   roles emerge from training and must be measured; more heads is a trade-off; the √d_k keeps
 #   the softmax out of saturation; masks go on the scores, before the softmax.
-# - **Bugs:** wrong softmax axis, missing scale, mask after the softmax, `view` without
-#   `transpose`, a causal mask without its diagonal or aligned top-left under a cache, `repeat`
-#   instead of `repeat_interleave`. None raises an error; references and property tests find
-#   them.
+# - **Bugs:** scaling by √C instead of √hs, a mask read with the opposite convention, a
+#   `(B, T, S)` mask that lines the batch up with the heads, a cache that stores the repeated
+#   key/value heads, and `is_causal=True` (aligned top-left) with a cache. None raises an error;
+#   references and property tests find them.
 # - **Out loud:** lead with the mechanism, back it with a number, end with the limits.

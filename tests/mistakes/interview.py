@@ -6,7 +6,7 @@ heads, ``nkv`` key/value heads, ``hs`` = C // nh.
 ``RIGHT_NUMBERS`` / ``RIGHT_CHOICES`` list every spelling a check must accept. ``WRONG_NUMBERS``
 and ``WRONG_CHOICES`` pair a wrong answer with a substring of the diagnosis it must get: each
 is a misconception a candidate really has. ``MISTAKES`` are wrong fixes of the buggy functions,
-graded by the checks of notebooks 01-04.
+graded by the checks of notebooks 02-04, and ``FIXES`` the right ones.
 """
 
 from __future__ import annotations
@@ -17,11 +17,15 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
+from torch import nn
 
-from autograder.checks.attention import check_sdpa_mask, check_sdpa_values
-from autograder.checks.gqa import check_repeat_kv
-from autograder.checks.masking import check_causal_mask_no_leak, check_causal_mask_values
-from autograder.checks.multihead import check_merge_heads, check_split_heads
+from autograder.checks.gqa import check_gqa_decoding, check_gqa_kv_cache
+from autograder.checks.masking import (
+    check_attention_mask_padding_invariance,
+    check_attention_mask_values,
+)
+from autograder.checks.multihead import check_mha_mask, check_mha_matches_torch
 
 from . import Mistake, stub
 
@@ -200,148 +204,206 @@ NOT_A_CHOICE = [
 # -------------------------------------------------------- wrong fixes of the buggy code
 
 
-def attention_as_given(q, k, v, mask=None):
-    """The notebook's buggy attention: no scaling, softmax over queries, mask after softmax."""
-    weights = torch.softmax(q @ k.transpose(-2, -1), dim=-2)  # (..., T, S)
-    if mask is not None:
-        weights = weights * mask
-    return weights @ v, weights
+class MHA(nn.Module):
+    """Notebook 08's multi-head attention; each class attribute switches one of its bugs."""
+
+    scale_by_width = False  # the bug: 1/√C instead of 1/√hs
+    unscaled = False
+    blocked_means_true = False  # the bug: nn.MultiheadAttention's mask convention
+    zero_empty_rows = True
+
+    def __init__(self, d_model, num_heads, bias=True):
+        super().__init__()
+        if d_model % num_heads != 0:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+        self.num_heads = num_heads
+        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (
+            nn.Linear(d_model, d_model, bias=bias) for _ in range(4)
+        )
+        width = d_model if self.scale_by_width else d_model // num_heads
+        self.scale = 1.0 if self.unscaled else 1 / math.sqrt(width)
+
+    def forward(self, query, key=None, value=None, mask=None):
+        key = query if key is None else key
+        value = query if value is None else value
+        (B, T, C), S = query.shape, key.shape[1]
+        nh, hs = self.num_heads, C // self.num_heads
+        q = self.q_proj(query).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = self.k_proj(key).view(B, S, nh, hs).transpose(1, 2)  # (B, nh, S, hs)
+        v = self.v_proj(value).view(B, S, nh, hs).transpose(1, 2)  # (B, nh, S, hs)
+        scores = q @ k.transpose(-2, -1) * self.scale  # (B, nh, T, S)
+        blocked = None if mask is None else (mask if self.blocked_means_true else ~mask)
+        if blocked is not None:
+            scores = scores.masked_fill(blocked, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)  # (B, nh, T, S)
+        if blocked is not None and self.zero_empty_rows:
+            weights = weights.masked_fill(blocked, 0.0)
+        out = (weights @ v).transpose(1, 2).reshape(B, T, C)  # (B, T, C)
+        return self.out_proj(out), weights
 
 
-def attention_axis_fixed(q, k, v, mask=None):
-    """Softmax over the keys now, still unscaled and masked after the softmax."""
-    weights = torch.softmax(q @ k.transpose(-2, -1), dim=-1)  # (..., T, S)
-    if mask is not None:
-        weights = weights * mask
-    return weights @ v, weights
+class MHAAsGiven(MHA):
+    scale_by_width = blocked_means_true = True
 
 
-def attention_scale_fixed(q, k, v, mask=None):
-    """Scaled now, still over the query axis."""
-    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-2)
-    return weights @ v, weights
+class MHAScaleFixed(MHA):
+    """Scaled by 1/√hs now; the mask is still read as True = blocked."""
+
+    blocked_means_true = True
 
 
-def attention_mask_after(q, k, v, mask=None):
-    """Scale and axis fixed; the mask still multiplies the weights after the softmax."""
-    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
-    if mask is not None:
-        weights = weights * mask
-    return weights @ v, weights
+class MHAMaskFixed(MHA):
+    """The mask is read as True = may attend now; still scaled by 1/√C."""
+
+    scale_by_width = True
 
 
-def attention_nan_rows(q, k, v, mask=None):
-    """-inf before the softmax, but a query with no allowed key is left with NaN."""
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    return weights @ v, weights
+class MHAScaleRemoved(MHA):
+    """'Fixed' the scale by deleting it."""
+
+    unscaled = True
 
 
-def attention_large_negative(q, k, v, mask=None):
-    """-1e9 instead of -inf: a query with no allowed key gets uniform weights."""
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(~mask, -1e9)
-    weights = torch.softmax(scores, dim=-1)
-    return weights @ v, weights
+class MHANanRows(MHA):
+    """Both fixed, but the zeros for rows with no allowed key were dropped with the old fill."""
+
+    zero_empty_rows = False
 
 
-def attention_divide_by_dk(q, k, v, mask=None):
-    """Scaled by 1/d_k instead of 1/√d_k."""
-    weights = torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1], dim=-1)
-    return weights @ v, weights
+def _real_keys(lengths, max_len):
+    positions = torch.arange(max_len, device=lengths.device)  # (T,)
+    allowed = (positions < lengths[:, None])[:, None, :].expand(-1, max_len, -1)  # (B, T, S)
+    return allowed, positions
 
 
-def split_as_given(x, num_heads):
-    B, T, C = x.shape
-    return x.view(B, num_heads, T, C // num_heads)  # (B, nh, T, hs), tokens scrambled
+def attention_mask_as_given(lengths, max_len, causal=True):
+    allowed, positions = _real_keys(lengths, max_len)
+    if causal:
+        allowed = allowed & (positions[None, :] <= positions[:, None])
+    return allowed  # (B, T, S): lines the batch up with the heads
 
 
-def split_without_transpose(x, num_heads):
-    B, T, C = x.shape
-    return x.view(B, T, num_heads, C // num_heads)  # (B, T, nh, hs): heads not in dim 1
+def attention_mask_head_last(lengths, max_len, causal=True):
+    return attention_mask_as_given(lengths, max_len, causal)[:, :, None]  # (B, T, 1, S)
 
 
-def merge_as_given(x):
-    B, nh, T, hs = x.shape
-    return x.reshape(B, T, nh * hs)  # (B, T, C), tokens scrambled
+def attention_mask_head_first(lengths, max_len, causal=True):
+    return attention_mask_as_given(lengths, max_len, causal)[None]  # (1, B, T, S)
 
 
-def merge_view_after_transpose(x):
-    B, nh, T, hs = x.shape
-    return x.transpose(1, 2).view(B, T, nh * hs)  # fails: not contiguous after transpose
+class GQA(nn.Module):
+    """Notebook 08's grouped-query attention; each class attribute switches one of its bugs."""
+
+    cache_repeated = False  # the bug: the cache holds nh heads instead of nkv
+    mask = "bottom-right"  # the bug: "is_causal" (top-left); also "none with a cache"
+
+    def __init__(self, d_model, num_heads, num_kv_heads, bias=False):
+        super().__init__()
+        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
+        self.head_size = d_model // num_heads
+        kv = num_kv_heads * self.head_size
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, kv, bias=bias)
+        self.v_proj = nn.Linear(d_model, kv, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, x, past_kv=None, causal=True):
+        B, T, C = x.shape
+        nh, nkv, hs = self.num_heads, self.num_kv_heads, self.head_size
+        q = self.q_proj(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = self.k_proj(x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
+        v = self.v_proj(x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
+        if self.cache_repeated:
+            k, v = (t.repeat_interleave(nh // nkv, dim=1) for t in (k, v))  # (B, nh, T, hs)
+        if past_kv is not None:
+            k, v = torch.cat([past_kv[0], k], dim=2), torch.cat([past_kv[1], v], dim=2)
+        S = k.shape[2]
+        k_rep, v_rep = (t.repeat_interleave(nh // t.shape[1], dim=1) for t in (k, v))
+        if not causal:
+            out = F.scaled_dot_product_attention(q, k_rep, v_rep)
+        elif self.mask == "is_causal":
+            out = F.scaled_dot_product_attention(q, k_rep, v_rep, is_causal=True)
+        elif self.mask == "none with a cache" and past_kv is not None:
+            out = F.scaled_dot_product_attention(q, k_rep, v_rep)
+        else:
+            allowed = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)  # (T, S)
+            out = F.scaled_dot_product_attention(q, k_rep, v_rep, attn_mask=allowed)
+        return self.out_proj(out.transpose(1, 2).reshape(B, T, C)), (k, v)
 
 
-def causal_as_given(T, S=None, device=None):
-    S = T if S is None else S
-    return torch.ones(T, S, dtype=torch.bool, device=device).tril(diagonal=-1)
+class GQAAsGiven(GQA):
+    cache_repeated = True
+    mask = "is_causal"
 
 
-def causal_top_left(T, S=None, device=None):
-    """Diagonal fixed, but aligned top-left (like is_causal=True) when S > T."""
-    S = T if S is None else S
-    return torch.ones(T, S, dtype=torch.bool, device=device).tril()
+class GQACacheFixed(GQA):
+    """The cache holds nkv heads now; is_causal=True still aligns the mask top-left."""
+
+    mask = "is_causal"
 
 
-def causal_offset_minus_one(T, S=None, device=None):
-    """Bottom-right, but the diagonal still excluded."""
-    S = T if S is None else S
-    return torch.ones(T, S, dtype=torch.bool, device=device).tril(diagonal=S - T - 1)
+class GQAMaskFixed(GQA):
+    """Bottom-right mask now; the cache still holds the repeated heads."""
+
+    cache_repeated = True
 
 
-def repeat_as_given(x, n_rep):
-    return x.repeat(1, n_rep, 1, 1)  # [K0, K1, K0, K1]
+class GQANoMaskWithCache(GQA):
+    """is_causal=True only without a cache, and no mask at all with one."""
 
-
-def repeat_on_positions(x, n_rep):
-    return x.repeat_interleave(n_rep, dim=2)  # repeats positions, not heads
+    mask = "none with a cache"
 
 
 MISTAKES = [
-    Mistake("attention_stub", stub, check_sdpa_values, "not implemented yet"),
-    Mistake("attention_as_given", attention_as_given, check_sdpa_values, "query axis (dim=-2)"),
-    Mistake("attention_as_given_mask", attention_as_given, check_sdpa_mask, "after the softmax"),
-    Mistake("attention_axis_fixed", attention_axis_fixed, check_sdpa_values, "without scaling"),
-    Mistake("attention_scale_fixed", attention_scale_fixed, check_sdpa_values, "query axis"),
-    Mistake("attention_divide_by_dk", attention_divide_by_dk, check_sdpa_values, "divided by d_k"),
-    Mistake("attention_mask_after", attention_mask_after, check_sdpa_mask, "after the softmax"),
-    Mistake("attention_nan_rows", attention_nan_rows, check_sdpa_mask, "gave NaN"),
-    Mistake("attention_large_negative", attention_large_negative, check_sdpa_mask, "uniform"),
-    Mistake("split_stub", stub, check_split_heads, "not implemented yet"),
-    Mistake("split_as_given", split_as_given, check_split_heads, "mixes tokens between heads"),
-    Mistake("split_without_transpose", split_without_transpose, check_split_heads,
-            "heads belong in dim 1"),
-    Mistake("merge_stub", stub, check_merge_heads, "not implemented yet"),
-    Mistake("merge_as_given", merge_as_given, check_merge_heads, "which mixes tokens"),
-    Mistake("merge_view_after_transpose", merge_view_after_transpose, check_merge_heads,
-            "use .reshape"),
-    Mistake("causal_stub", stub, check_causal_mask_values, "not implemented yet"),
-    Mistake("causal_as_given", causal_as_given, check_causal_mask_values,
-            "excludes the diagonal"),
-    Mistake("causal_as_given_leak", causal_as_given, check_causal_mask_no_leak, "ignores its own"),
-    Mistake("causal_top_left", causal_top_left, check_causal_mask_values, "aligned top-left"),
-    Mistake("causal_top_left_decoding", causal_top_left, check_causal_mask_no_leak,
-            "what is_causal=True gives"),
-    Mistake("causal_offset_minus_one", causal_offset_minus_one, check_causal_mask_values,
-            "excludes the diagonal"),
-    Mistake("repeat_stub", stub, check_repeat_kv, "not implemented yet"),
-    Mistake("repeat_as_given", repeat_as_given, check_repeat_kv, "repeat_interleave"),
-    Mistake("repeat_on_positions", repeat_on_positions, check_repeat_kv, "not along positions"),
+    Mistake("mha_stub", stub, check_mha_matches_torch, "not implemented yet"),
+    Mistake("mha_as_given", MHAAsGiven, check_mha_matches_torch, "by √d_model"),
+    Mistake("mha_as_given_mask", MHAAsGiven, check_mha_mask, "Masked positions still get weight"),
+    Mistake("mha_scale_fixed", MHAScaleFixed, check_mha_mask, "True = blocked"),
+    Mistake("mha_mask_fixed", MHAMaskFixed, check_mha_matches_torch, "by √d_model"),
+    Mistake("mha_mask_fixed_masked", MHAMaskFixed, check_mha_mask, "by √d_model"),
+    Mistake("mha_scale_removed", MHAScaleRemoved, check_mha_matches_torch, "not scaled"),
+    Mistake("mha_nan_rows", MHANanRows, check_mha_mask, "gave NaN"),
+    Mistake("attention_mask_stub", stub, check_attention_mask_values, "not implemented yet"),
+    Mistake("attention_mask_as_given", attention_mask_as_given, check_attention_mask_values,
+            "head dimension is missing"),
+    Mistake("attention_mask_as_given_padding", attention_mask_as_given,
+            check_attention_mask_padding_invariance, "head dimension is missing"),
+    Mistake("attention_mask_head_last", attention_mask_head_last, check_attention_mask_values,
+            "head dimension must be dim 1"),
+    Mistake("attention_mask_head_first", attention_mask_head_first,
+            check_attention_mask_padding_invariance, "head dimension must be dim 1"),
+    Mistake("gqa_stub", stub, check_gqa_kv_cache, "not implemented yet"),
+    Mistake("gqa_as_given", GQAAsGiven, check_gqa_kv_cache, "holds all"),
+    Mistake("gqa_as_given_decoding", GQAAsGiven, check_gqa_decoding, "holds all"),
+    Mistake("gqa_cache_fixed", GQACacheFixed, check_gqa_decoding, "aligned top-left"),
+    Mistake("gqa_mask_fixed", GQAMaskFixed, check_gqa_kv_cache, "holds all"),
+    Mistake("gqa_no_mask_with_cache", GQANoMaskWithCache, check_gqa_decoding,
+            "still need a causal mask"),
 ]
 
-# The bugs of each buggy function shown in the notebook, in the order the checks report them.
+def attention_mask_fixed(lengths, max_len, causal=True):
+    return attention_mask_as_given(lengths, max_len, causal)[:, None]  # (B, 1, T, S)
+
+
+# The right fixes, with the checks of section 3 that must pass on them.
+FIXES = [
+    (MHA, (check_mha_matches_torch, check_mha_mask)),
+    (attention_mask_fixed, (check_attention_mask_values, check_attention_mask_padding_invariance)),
+    (GQA, (check_gqa_kv_cache, check_gqa_decoding)),
+]
+
+# The bugs of each buggy piece of code shown in the notebook, in the order the checks report them.
 NOTEBOOK_BUGS = {
-    "buggy_attention": [
-        (check_sdpa_values, "query axis (dim=-2)"),
-        (check_sdpa_mask, "the mask was applied after the softmax"),
+    "BuggyMultiHeadAttention": [
+        (check_mha_matches_torch, "You scaled the scores by √d_model"),
+        (check_mha_mask, "Masked positions still get weight"),
     ],
-    "buggy_split_heads": [(check_split_heads, "mixes tokens between heads")],
-    "buggy_merge_heads": [(check_merge_heads, "which mixes tokens")],
-    "buggy_causal_mask": [
-        (check_causal_mask_values, "excludes the diagonal"),
-        (check_causal_mask_no_leak, "ignores its own key"),
+    "buggy_attention_mask": [
+        (check_attention_mask_values, "the head dimension is missing"),
+        (check_attention_mask_padding_invariance, "the head dimension is missing"),
     ],
-    "buggy_repeat_kv": [(check_repeat_kv, "repeat_interleave")],
+    "BuggyGroupedQueryAttention": [
+        (check_gqa_kv_cache, "the cache holds all"),
+        (check_gqa_decoding, "the cache holds all"),
+    ],
 }
