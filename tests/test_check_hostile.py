@@ -125,12 +125,13 @@ def test_slow_cell_and_a_loop_that_ignores_interrupts(tmp_path):
 @pytest.mark.slow
 def test_kernel_killed_by_the_learner(tmp_path):
     nb = _correct()
-    insert_after(nb, _last_test_of(nb, SOFTMAX), "import os\nos._exit(1)\n")
+    last = _last_test_of(nb, SOFTMAX)
+    insert_after(nb, last, "import os\nos._exit(1)\n")
     result, seconds = _check(tmp_path, nb, "os_exit", "--json")
     assert result.returncode == 1, result.stdout
     report = json.loads(result.stdout)
     assert report["score"] == 4 and report["max_score"] == 10
-    assert "exited with status 1" in report["stopped"]
+    assert f"died in cell 6 (after `{last}`): it exited with status 1" in report["stopped"]
     failed = {c["grade_id"]: c["message"] for c in report["cells"] if not c["passed"]}
     assert sorted(failed) == sorted(SDPA_TESTS)
     assert all(m.startswith("not run: the kernel died in cell") for m in failed.values()), failed
