@@ -119,7 +119,7 @@ def test_slow_cell_and_a_loop_that_ignores_interrupts(tmp_path):
         assert cells[grade_id][0] == "FAIL" and "did not stop" in cells[grade_id][1], cells
     assert sum(mark == "PASS" for mark, _ in cells.values()) == 3, cells
     # two cells at their time limit, the interrupt's grace period, and one ordinary grading
-    assert seconds < 2 * CELL_TIMEOUT + 60, seconds
+    assert seconds < 2 * CELL_TIMEOUT + 100, seconds  # generous: a busy 2-core machine
 
 
 @pytest.mark.slow
@@ -135,7 +135,7 @@ def test_kernel_killed_by_the_learner(tmp_path):
     failed = {c["grade_id"]: c["message"] for c in report["cells"] if not c["passed"]}
     assert sorted(failed) == sorted(SDPA_TESTS)
     assert all(m.startswith("not run: the kernel died in cell") for m in failed.values()), failed
-    assert seconds < 60, seconds
+    assert seconds < 150, seconds  # no wait for a timeout or the 300 s budget
 
 
 @pytest.mark.slow
