@@ -26,6 +26,7 @@ def _cmd_build(args) -> int:
 
 
 def _cmd_check(args) -> int:
+    from autograder.classroom.isolation import Limits
     from autograder.grading import Submission, grade_submissions
     from autograder.notebook_files import NotebookError, identify, read_notebook
     from autograder.report import format_result
@@ -36,7 +37,8 @@ def _cmd_check(args) -> int:
         nb_id = identify(path)
     except NotebookError as err:
         return _error(str(err), args.json, path)
-    (result,) = grade_submissions([Submission(nb_id, "learner", path.resolve())])
+    limits = Limits(cell_timeout_s=args.cell_timeout, notebook_budget_s=args.budget)
+    (result,) = grade_submissions([Submission(nb_id, "learner", path.resolve())], limits=limits)
     result.notebook = str(path)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
@@ -96,6 +98,8 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="grade one notebook (hidden tests included) and explain")
     c.add_argument("notebook", help="path to your notebook, e.g. work/01_.../01_....ipynb")
     c.add_argument("--json", action="store_true", help="print one JSON object (see the contract)")
+    c.add_argument("--cell-timeout", type=int, default=60, help="seconds per cell (default 60)")
+    c.add_argument("--budget", type=int, default=300, help="seconds per notebook (default 300)")
     c.set_defaults(func=_cmd_check)
 
     v = sub.add_parser("validate", help="CI gate: solutions pass, releases fail")

@@ -1,5 +1,14 @@
-"""Grade learner notebooks through real nbgrader autograde, and explain each test cell's result."""
+"""Grade learner notebooks through real nbgrader autograde, and explain each test cell's result.
 
+The nbgrader run is the classroom's (:mod:`autograder.classroom`): the submission is repaired
+first (duplicated, deleted or metadata-stripped cells: ``structure.prepare``), and the notebook
+runs under ``GradingExecute`` (a time budget, output caps, definite grades when the kernel dies or
+ignores an interrupt), in the classroom's sandbox where bubblewrap works. Verification outside the
+kernel is ``grade``'s alone.
+"""
+
+import contextlib
+import os
 import re
 import shutil
 import tempfile
@@ -10,6 +19,7 @@ import nbformat
 from tqdm import tqdm
 
 from autograder import paths
+from autograder.classroom.isolation import Limits
 from autograder.nbgrader_run import NbgraderRun
 
 
@@ -31,6 +41,8 @@ class NotebookResult:
     cells: list[CellResult] = field(default_factory=list)
     manual: list[dict] = field(default_factory=list)
     error: str | None = None
+    stopped: str | None = None  # why the notebook stopped early (the cells after it scored 0)
+    notes: list[str] = field(default_factory=list)  # what was repaired or cut before grading
 
     @property
     def full_marks(self) -> bool:
@@ -39,8 +51,9 @@ class NotebookResult:
     def to_json(self) -> dict:
         data = asdict(self)
         data.pop("notebook_id")
-        if data["error"] is None:
-            data.pop("error")
+        for optional in ("error", "stopped", "notes"):
+            if not data[optional]:
+                data.pop(optional)
         return data
 
 
@@ -59,6 +72,8 @@ def _first_line(text: str) -> str:
 def explain_error(ename: str, evalue: str) -> str:
     """One line for a learner from a test cell's exception."""
     evalue = _first_line(re.sub(r"\x1b\[[0-9;]*m", "", evalue))
+    if ename == "NotRun":  # classroom GradingExecute: the cell could not run, and why
+        return evalue
     if ename == "NotImplementedError":
         return "not implemented yet: replace `raise NotImplementedError()` with your code"
     if ename == "NameError":
@@ -69,7 +84,8 @@ def explain_error(ename: str, evalue: str) -> str:
             "ran without an error and that nothing was renamed"
         )
     if ename in {"CellTimeoutError", "TimeoutError", "DeadKernelError"} or "timed out" in evalue:
-        return f"the test did not finish in time ({evalue}): look for an endless loop"
+        detail = f" ({evalue})" if evalue else ""
+        return f"the test did not finish in time{detail}: look for an endless loop"
     if ename in {"AssertionError", "CheckFailure"}:
         return evalue or "an assertion failed (it gave no message)"
     return f"{ename}: {evalue}" if evalue else ename
@@ -120,34 +136,78 @@ def _result_from_gradebook(run: NbgraderRun, sub: Submission) -> NotebookResult:
 
 
 def _grade_one(run: NbgraderRun, sub: Submission) -> NotebookResult:
-    run.submit(sub.notebook_id, sub.student_id, sub.path)
-    outcome = run.autograde(sub.notebook_id, sub.student_id)
-    if not outcome.get("success"):
-        reason = run.failure_reason(outcome)
-        return NotebookResult(
-            notebook=str(sub.path),
-            notebook_id=sub.notebook_id,
-            error=f"nbgrader could not grade this notebook: {reason}",
+    from autograder.classroom.execute import GradingExecute
+    from autograder.classroom.structure import SubmissionError, prepare
+
+    nb_id, name = sub.notebook_id, f"{sub.notebook_id}.ipynb"
+    failed = NotebookResult(notebook=str(sub.path), notebook_id=nb_id)
+    expected = {name: run.root / "release" / nb_id / name}
+    with tempfile.TemporaryDirectory(prefix="mha-submission-") as folder:
+        shutil.copyfile(sub.path, Path(folder) / name)  # the notebook alone, never its neighbours
+        try:
+            notes = prepare(Path(folder), expected, run.root / "submitted" / sub.student_id / nb_id)
+        except SubmissionError as err:
+            failed.error = str(err)
+            return failed
+    GradingExecute.runs = {}
+    outcome = run.autograde(nb_id, sub.student_id)
+    ran = GradingExecute.runs.get(nb_id, {})
+    if ran.get("kernel_failed_to_start"):
+        failed.error = (
+            f"the grading kernel could not start (not your notebook's fault): {ran['stopped']}"
         )
-    return _result_from_gradebook(run, sub)
+        return failed
+    if not outcome.get("success"):
+        failed.error = f"nbgrader could not grade this notebook: {run.failure_reason(outcome)}"
+        return failed
+    result = _result_from_gradebook(run, sub)
+    result.notes = notes
+    if ran.get("truncated"):
+        result.notes.append(f"the output of {ran['truncated']} cell(s) was cut at the size cap")
+    if ran.get("stopped"):
+        result.stopped = f"{ran['stopped']}; the cells after it scored 0"
+    return result
+
+
+@contextlib.contextmanager
+def _grading_course(tmp: Path, limits: Limits):
+    """An nbgrader run with the classroom's settings, verification off, sandboxed if possible."""
+    from autograder.classroom.isolation import detect, prepare_font_cache
+    from autograder.classroom.launch import prepare_runtime, write_kernelspec
+    from autograder.classroom.worker import nbgrader_config
+
+    iso = detect()
+    fonts = prepare_font_cache(tmp / "fonts") if iso.sandboxed else None
+    write_kernelspec(tmp / "jupyter", iso, limits, None, fonts)
+    config = nbgrader_config(limits, prepare_runtime(tmp / "kernel"), verify=False)
+    saved = os.environ.get("JUPYTER_PATH")
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(tmp / "jupyter"), saved]))
+    try:
+        yield NbgraderRun(tmp / "course", config)
+    finally:
+        if saved is None:
+            os.environ.pop("JUPYTER_PATH", None)
+        else:
+            os.environ["JUPYTER_PATH"] = saved
 
 
 def grade_submissions(
-    submissions: list[Submission], show_progress: bool = False
+    submissions: list[Submission], show_progress: bool = False, limits: Limits | None = None
 ) -> list[NotebookResult]:
     """Autograde submissions in one throwaway course, hidden tests included.
 
-    ``show_progress`` draws a progress bar on stderr (a terminal's, never a notebook's).
+    ``show_progress`` draws a progress bar on stderr (a terminal's, never a notebook's);
+    ``limits`` gives the time limits (default: 60 s per cell, 300 s per notebook).
     """
     with tempfile.TemporaryDirectory(prefix="mha-grade-") as tmp:
-        run = NbgraderRun(Path(tmp))
-        for nb_id in sorted({s.notebook_id for s in submissions}):
-            source = run.root / "source" / nb_id
-            shutil.copytree(paths.SOLUTIONS_DIR / nb_id, source, ignore=run.ignore_patterns())
-            run.generate(nb_id)
-        bar = tqdm(submissions, desc="grading", unit="notebook", disable=not show_progress)
-        results = []
-        for sub in bar:
-            bar.set_postfix_str(sub.notebook_id)
-            results.append(_grade_one(run, sub))
-        return results
+        with _grading_course(Path(tmp), limits or Limits()) as run:
+            for nb_id in sorted({s.notebook_id for s in submissions}):
+                source = run.root / "source" / nb_id
+                shutil.copytree(paths.SOLUTIONS_DIR / nb_id, source, ignore=run.ignore_patterns())
+                run.generate(nb_id)
+            bar = tqdm(submissions, desc="grading", unit="notebook", disable=not show_progress)
+            results = []
+            for sub in bar:
+                bar.set_postfix_str(sub.notebook_id)
+                results.append(_grade_one(run, sub))
+            return results

@@ -42,18 +42,24 @@ def put_environment_on_path() -> None:
 
 
 @contextlib.contextmanager
-def kernel_stderr_silenced():
-    """Kernels inherit this process's stderr and print start-up noise there: discard it."""
+def kernel_stderr_silenced(fds: tuple[int, ...] = (2,)):
+    """Kernels inherit this process's stderr (and stdout: ``fds``) and print start-up noise
+    there (a sandboxed kernel, which has no parent to report to, its connection info): discard it.
+    """
+    sys.stdout.flush()
     sys.stderr.flush()
-    saved = os.dup(2)
+    saved = {fd: os.dup(fd) for fd in fds}
     try:
         with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 2)
+            for fd in fds:
+                os.dup2(devnull.fileno(), fd)
             yield
     finally:
+        sys.stdout.flush()
         sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
+        for fd, copy in saved.items():
+            os.dup2(copy, fd)
+            os.close(copy)
 
 
 def _log_tail(result: dict, lines: int = 6) -> str:
@@ -99,7 +105,7 @@ class NbgraderRun:
 
     def autograde(self, assignment_id: str, student_id: str) -> dict:
         """Autograde one submission; returns nbgrader's result (``success``, ``log``, ``error``)."""
-        with kernel_stderr_silenced():
+        with kernel_stderr_silenced(fds=(1, 2)):
             return self.api.autograde(assignment_id, student_id, force=True, create=True)
 
     def feedback(self, assignment_id: str, student_id: str) -> Path:

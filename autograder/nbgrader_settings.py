@@ -7,7 +7,9 @@ What each setting guards against is measured in ``shared/notes/nbgrader.md``:
 - a per-cell timeout, so an infinite loop costs one cell, not the whole run;
 - stderr output is dropped before grading (``IgnorePattern``): a correct answer that prints a
   warning keeps its points — a failing test still fails through its exception;
-- feedback hides hidden tests and shortens tracebacks (:class:`HideHiddenTests`).
+- feedback hides hidden tests and shortens tracebacks (:class:`HideHiddenTests`);
+- Validate (JupyterLab's button, ``nbgrader validate``) shows the score, then each failing test
+  cell with ``check``'s one-line diagnosis (:class:`~autograder.feedback.ValidationSummary`).
 """
 
 from pathlib import Path
@@ -16,7 +18,7 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import GetGrades
 from traitlets.config import Config
 
-from autograder.feedback import HideHiddenTests
+from autograder.feedback import HideHiddenTests, validation_hooks
 
 COURSE_ID = "mha-course"
 CELL_TIMEOUT_S = 60
@@ -34,6 +36,7 @@ def apply_common(c: Config) -> Config:
     c.IgnorePattern.enabled = True
     c.IgnorePattern.pattern = r"[\s\S]"
     c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+    validation_hooks(c)
     return c
 
 

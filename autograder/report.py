@@ -12,6 +12,9 @@ def format_result(result: NotebookResult) -> str:
     if result.error:
         return f"{result.notebook}: could not be graded\n  {result.error}"
     lines = [f"{result.notebook}: {_points(result.score)} / {_points(result.max_score)} points"]
+    if result.stopped:
+        lines.append(f"  stopped early: {result.stopped}")
+    lines += [f"  note: {note}" for note in result.notes]
     width = max((len(c.grade_id) for c in result.cells), default=0)
     for cell in result.cells:
         mark = "PASS" if cell.passed else "FAIL"

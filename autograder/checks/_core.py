@@ -45,6 +45,12 @@ _ERROR_HINTS = {
 class CheckFailure(AssertionError):
     """A check found a mistake; the message is one learner-facing sentence."""
 
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows: the sentence, without the checks' frames (see ``_notebook``)."""
+        from autograder.checks._notebook import render
+
+        return render(self)
+
 
 def fail(message: str) -> NoReturn:
     """Raise :class:`CheckFailure` without the internal frames that led here."""

@@ -164,13 +164,13 @@ class GradingExecute(Execute):
             cell, resources = super().preprocess_cell(cell, resources, index)
         except CellTimeoutError:
             reason = (
-                f"the kernel did not stop when cell {self._number(index)} was interrupted after "
+                f"the kernel did not stop when {self._cell(index)} was interrupted after "
                 "its time limit (a loop that catches KeyboardInterrupt?), so it was shut down"
             )
             cell.outputs.append(not_run(reason))
             self._halt(reason)
         except DeadKernelError:
-            reason = f"the kernel died in cell {self._number(index)}: {self._death_cause()}"
+            reason = f"the kernel died in {self._cell(index)}: {self._death_cause()}"
             cell.outputs.append(not_run(reason))
             self._halt(reason)
         took = round(time.monotonic() - began, 2)
@@ -184,6 +184,20 @@ class GradingExecute(Execute):
         """The cell's number as the learner counts them (verification cells left out)."""
         probes = sum(1 for c in self.nb.cells[:index] if "mha_verify" in c.metadata)
         return index + 1 - probes
+
+    def _cell(self, index: int) -> str:
+        """``cell 7 (`softmax`)``, or ``cell 8 (after `test_softmax`)`` for a learner's own cell."""
+        named = [
+            (i, c.metadata.get("nbgrader", {}).get("grade_id"))
+            for i, c in enumerate(self.nb.cells[: index + 1])
+            if c.metadata.get("nbgrader", {}).get("grade_id")
+        ]
+        where = ""
+        if named and named[-1][0] == index:
+            where = f" (`{named[-1][1]}`)"
+        elif named:
+            where = f" (after `{named[-1][1]}`)"
+        return f"cell {self._number(index)}{where}"
 
     def _death_cause(self) -> str:
         code = None

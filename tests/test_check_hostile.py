@@ -1,0 +1,155 @@
+"""``python -m autograder check`` on broken and hostile notebooks: a definite grade, one sentence
+per affected cell, the right exit status, in time, and never a Python traceback.
+
+The notebooks come from ``tests/hostile`` (notebook 01). Several accidents share a run where they
+do not stop the kernel, so the file costs three nbgrader runs.
+"""
+
+import json
+import re
+import time
+
+import nbformat
+import pytest
+from hostile import (
+    SDPA,
+    SOFTMAX,
+    _copy,
+    _last_test_of,
+    filled,
+    insert_after,
+    is_test,
+    minimal,
+)
+
+from autograder import paths
+from autograder.build import instructor_notebook_text
+from autograder.cli import main
+from conftest import autograder
+
+NB = "01_attention_from_scratch"
+CELL_TIMEOUT = 15  # the set-up cell imports torch in a fresh kernel: seconds on a busy machine
+SDPA_TESTS = [
+    "test_scaled_dot_product_attention_shapes",
+    "test_scaled_dot_product_attention_matches_torch",
+    "test_scaled_dot_product_attention_mask",
+]
+
+
+def _correct():
+    if NB not in paths.notebook_ids():
+        pytest.skip(f"{NB} is not in solutions/")
+    solution = nbformat.reads(instructor_notebook_text(NB), as_version=4)
+    release = nbformat.read(paths.release_notebook(NB), as_version=4)
+    return minimal(filled(release, solution))
+
+
+def _check(tmp_path, nb, name: str, *extra: str):
+    path = tmp_path / name / f"{NB}.ipynb"
+    path.parent.mkdir()
+    nbformat.write(nb, path)
+    started = time.monotonic()
+    result = autograder("check", str(path), "--cell-timeout", str(CELL_TIMEOUT), *extra)
+    seconds = time.monotonic() - started
+    output = result.stdout + result.stderr
+    assert "Traceback" not in output and not re.search(r"^\w+(Error|Exception):", output, re.M)
+    print(f"\n{name}: exit {result.returncode} in {seconds:.0f} s\n{result.stdout}")
+    return result, seconds
+
+
+def _cells(stdout: str) -> dict[str, tuple[str, str]]:
+    """grade id -> (PASS/FAIL, the sentence under it) from check's report."""
+    cells, last = {}, None
+    for line in stdout.splitlines():
+        found = re.match(r"  (PASS|FAIL)  (\S+)", line)
+        if found:
+            last = found.group(2)
+            cells[last] = (found.group(1), "")
+        elif last and line.startswith("        "):
+            cells[last] = (cells[last][0], line.strip())
+    return cells
+
+
+@pytest.mark.slow
+def test_repaired_structure_keeps_full_marks(tmp_path):
+    """Test cells duplicated (the commonest accident), one deleted, answers' metadata stripped,
+    a sys.exit() cell and a cell printing over the output cap: full marks, each repair noted."""
+    nb = _correct()
+    nb.cells = [d for c in nb.cells for d in ([c, _copy(c)] if is_test(c) else [c])]
+    for i, cell in enumerate(nb.cells):
+        if i and cell.id == nb.cells[i - 1].id:
+            cell.id = f"copy-{i}"
+    deleted = _last_test_of(nb, SDPA)
+    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != deleted]
+    insert_after(nb, SDPA, "import sys\nsys.exit(3)\n")
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("solution"):
+            cell.metadata.pop("nbgrader")
+    nb.cells.append(nbformat.v4.new_code_cell("for _i in range(12000):\n    print('y' * 100)\n"))
+    result, _ = _check(tmp_path, nb, "repaired")
+    assert result.returncode == 0, result.stdout
+    assert f"{NB}.ipynb: 10 / 10 points" in result.stdout
+    assert "All automatic tests pass" in result.stdout
+    notes = [line for line in result.stdout.splitlines() if line.startswith("  note: ")]
+    assert any("appears 2 times: the last copy is graded" in n for n in notes), notes
+    assert any(f"`{deleted}` was deleted" in n for n in notes), notes
+    assert any(f"metadata of cell `{SOFTMAX}`" in n for n in notes), notes
+    assert any("cut at the size cap" in n for n in notes), notes
+
+
+@pytest.mark.slow
+def test_slow_cell_and_a_loop_that_ignores_interrupts(tmp_path):
+    """A cell over the time limit is interrupted and grading goes on; a loop that swallows
+    KeyboardInterrupt gets the kernel shut down: the tests after it score 0, each saying why."""
+    nb = _correct()
+    insert_after(nb, SOFTMAX, "import time\ntime.sleep(600)\n")
+    insert_after(
+        nb,
+        _last_test_of(nb, SOFTMAX),
+        "import time\nwhile True:\n    try:\n        time.sleep(0.1)\n"
+        "    except KeyboardInterrupt:\n        pass\n",
+    )
+    result, seconds = _check(tmp_path, nb, "ignores_interrupt")
+    assert result.returncode == 1, result.stdout
+    assert f"{NB}.ipynb: 4 / 10 points" in result.stdout
+    assert "stopped early: the kernel did not stop when cell" in result.stdout
+    assert "the cells after it scored 0" in result.stdout
+    cells = _cells(result.stdout)
+    for grade_id in SDPA_TESTS:
+        assert cells[grade_id][0] == "FAIL" and "did not stop" in cells[grade_id][1], cells
+    assert sum(mark == "PASS" for mark, _ in cells.values()) == 3, cells
+    # two cells at their time limit, the interrupt's grace period, and one ordinary grading
+    assert seconds < 2 * CELL_TIMEOUT + 100, seconds  # generous: a busy 2-core machine
+
+
+@pytest.mark.slow
+def test_kernel_killed_by_the_learner(tmp_path):
+    nb = _correct()
+    last = _last_test_of(nb, SOFTMAX)
+    insert_after(nb, last, "import os\nos._exit(1)\n")
+    result, seconds = _check(tmp_path, nb, "os_exit", "--json")
+    assert result.returncode == 1, result.stdout
+    report = json.loads(result.stdout)
+    assert report["score"] == 4 and report["max_score"] == 10
+    assert f"died in cell 6 (after `{last}`): it exited with status 1" in report["stopped"]
+    failed = {c["grade_id"]: c["message"] for c in report["cells"] if not c["passed"]}
+    assert sorted(failed) == sorted(SDPA_TESTS)
+    assert all(m.startswith("not run: the kernel died in cell") for m in failed.values()), failed
+    assert seconds < 150, seconds  # no wait for a timeout or the 300 s budget
+
+
+@pytest.mark.slow
+def test_oversized_notebook_is_an_error_with_advice(tmp_path, monkeypatch, capsys):
+    """The fifth kind of corrupt file (the others: test_cli): too big to grade."""
+    from autograder.classroom import structure
+
+    monkeypatch.setattr(structure, "MAX_NOTEBOOK_BYTES", 1000)
+    path = tmp_path / f"{NB}.ipynb"
+    path.write_text(paths.release_notebook(NB).read_text())
+    assert main(["check", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    assert err.strip().splitlines() == [
+        f"error: {NB}.ipynb is 0 MB: clear its outputs (Edit > Clear Outputs of All Cells) and "
+        "submit it again"
+    ]
