@@ -22,8 +22,10 @@
 # `raise NotImplementedError()`. The locked cell right after it checks your function and, if
 # something is wrong, says what the likely mistake is. Run it as often as you like. When grading,
 # hidden tests try more shapes and edge cases, so make the visible ones pass for the right reason.
-# From a terminal, `python -m autograder check 01_attention_from_scratch.ipynb` grades the whole
-# notebook for you.
+# **Run › Run All Cells** goes on past a failing test cell, so the plots and sliders further
+# down run too; a failing test cell still counts as failed when the notebook is graded.
+# In a terminal (**File › New › Terminal**), `python -m autograder check 01` grades the whole
+# notebook, hidden tests included.
 #
 # Time: about 90 minutes, of which ~35 are exercises.
 #

@@ -22,8 +22,14 @@
 # 5. Answer the interview question *"why not one wide head?"* with a count and a measurement.
 # 6. Sort out what heads are, and are not, known to learn.
 #
-# Time: about 2 hours, of which ~50 minutes are exercises. Run each test cell after its exercise;
-# `python -m autograder check 02_multi_head_attention.ipynb` grades the whole notebook.
+# Time: about 2 hours, of which ~50 minutes are exercises.
+#
+# **How this notebook is graded.** Run each test cell after its exercise: it names the likely
+# mistake when something is wrong. Hidden tests try more shapes when grading.
+# **Run › Run All Cells** goes on past a failing test cell, so the plots and sliders further
+# down run too; a failing test cell still counts as failed when the notebook is graded.
+# In a terminal (**File › New › Terminal**), `python -m autograder check 02` grades the whole
+# notebook, hidden tests included.
 #
 # ## Shape legend
 #

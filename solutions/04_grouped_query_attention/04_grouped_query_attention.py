@@ -30,8 +30,10 @@
 # **How this notebook is graded.** Each exercise is a function or class you complete in place of
 # `raise NotImplementedError()`. The locked cell after it checks your code and names the likely
 # mistake when something is wrong. Hidden tests try more sizes when grading.
-# `python -m autograder check 04_grouped_query_attention.ipynb` grades the whole notebook from a
-# terminal.
+# **Run › Run All Cells** goes on past a failing test cell, so the plots and sliders further
+# down run too; a failing test cell still counts as failed when the notebook is graded.
+# In a terminal (**File › New › Terminal**), `python -m autograder check 04` grades the whole
+# notebook, hidden tests included.
 #
 # Time: about 2 hours, of which ~70 minutes are exercises. You need notebook 02 (multi-head
 # attention) and the idea of a causal mask from notebook 03; attention itself is computed here by
