@@ -30,7 +30,7 @@ def _cmd_check(args) -> int:
     from autograder.notebook_files import NotebookError, identify, read_notebook
     from autograder.report import format_result
 
-    path = Path(args.notebook)
+    path = paths.notebook_argument(args.notebook)
     try:
         read_notebook(path)
         nb_id = identify(path)
@@ -94,7 +94,7 @@ def parser() -> argparse.ArgumentParser:
     b.set_defaults(func=_cmd_build)
 
     c = sub.add_parser("check", help="grade one notebook (hidden tests included) and explain")
-    c.add_argument("notebook", help="path to your notebook, e.g. work/01_.../01_....ipynb")
+    c.add_argument("notebook", help="your notebook's number (01), id or path")
     c.add_argument("--json", action="store_true", help="print one JSON object (see the contract)")
     c.set_defaults(func=_cmd_check)
 
@@ -111,13 +111,20 @@ def parser() -> argparse.ArgumentParser:
     pr.set_defaults(func=_cmd_progress)
 
     lab = sub.add_parser("lab", help="copy new notebooks into work/ and open JupyterLab there")
-    lab.add_argument("jupyter_args", nargs=argparse.REMAINDER, help="passed to jupyter lab")
+    lab.add_argument("jupyter_args", nargs=argparse.REMAINDER,
+                     help="passed to jupyter lab, e.g. --port 8891 --no-browser")
     lab.set_defaults(func=_cmd_lab)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["lab"] and not {"-h", "--help"} & set(argv[1:2]):
+        # Everything after `lab` is JupyterLab's (argparse would refuse `--port 8891` etc.).
+        args = parser().parse_args(["lab"])
+        args.jupyter_args = argv[1:]
+    else:
+        args = parser().parse_args(argv)
     try:
         return args.func(args)
     except KeyboardInterrupt:

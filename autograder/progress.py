@@ -7,17 +7,6 @@ from autograder.grading import NotebookResult, Submission, grade_submissions
 from autograder.notebook_files import NotebookError, read_notebook
 
 
-def find_learner_notebook(folder: Path, notebook_id: str) -> Path | None:
-    """``folder/<id>/<id>.ipynb`` (the layout of ``work/``) or ``folder/<id>.ipynb``."""
-    for candidate in (
-        folder / notebook_id / f"{notebook_id}.ipynb",
-        folder / f"{notebook_id}.ipynb",
-    ):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 def _status(result: NotebookResult) -> str:
     if result.error:
         return f"could not be graded: {result.error}"
@@ -35,7 +24,7 @@ def progress(folder: Path, echo=print) -> bool:
     lines: dict[str, str] = {}
     submissions = []
     for nb_id in ids:
-        path = find_learner_notebook(folder, nb_id)
+        path = paths.find_learner_notebook(folder, nb_id)
         if path is None:
             lines[nb_id] = "no notebook yet (run `make lab` to copy it into work/)"
             continue
