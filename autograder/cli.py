@@ -70,7 +70,9 @@ def _cmd_grade(args) -> int:
 def _cmd_progress(args) -> int:
     from autograder.progress import progress
 
-    folder = Path(args.folder) if args.folder else paths.WORK_DIR
+    here = Path.cwd()  # e.g. a JupyterLab terminal in work/, wherever work/ is
+    holds_notebooks = any(paths.find_learner_notebook(here, i) for i in paths.notebook_ids())
+    folder = Path(args.folder) if args.folder else here if holds_notebooks else paths.WORK_DIR
     if not folder.is_dir():
         return _error(
             f"{folder} is not a folder: run `make lab` first, or name your folder", False, folder
@@ -107,7 +109,8 @@ def parser() -> argparse.ArgumentParser:
     add_parsers(sub, _cmd_grade)  # grade (a whole class) and merge (gradebooks)
 
     pr = sub.add_parser("progress", help="every notebook's score, hidden tests included")
-    pr.add_argument("folder", nargs="?", help="where your notebooks are (default: work/)")
+    pr.add_argument("folder", nargs="?",
+                    help="where your notebooks are (default: here if any are, else work/)")
     pr.set_defaults(func=_cmd_progress)
 
     lab = sub.add_parser("lab", help="copy new notebooks into work/ and open JupyterLab there")

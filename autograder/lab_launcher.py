@@ -81,6 +81,7 @@ def course_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if env is None else env)
     rest = env.get("JUPYTER_CONFIG_PATH")
     env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(filter(None, [str(JUPYTER_CONFIG), rest]))
+    env["MHA_COURSE_BIN"] = str(Path(sys.executable).parent)  # `python` in JupyterLab's terminals
     return env
 
 
@@ -93,4 +94,7 @@ def launch(extra_args: list[str]) -> int:
     if _is_root() and "--allow-root" not in extra_args:
         print("Running as root (a container?): starting JupyterLab with --allow-root.")
     put_environment_on_path()
-    return subprocess.call(jupyter_command(extra_args), env=course_environment())
+    # Started in work/: JupyterLab asks for terminals in the file browser's folder as a relative
+    # path, which the terminal extension resolves against the server's working directory.
+    return subprocess.call(jupyter_command(extra_args), env=course_environment(),
+                           cwd=paths.WORK_DIR)

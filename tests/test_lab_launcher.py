@@ -21,7 +21,8 @@ def launched(work, monkeypatch):
     """Run the launcher with JupyterLab replaced by a recorder; returns its calls."""
     calls = []
 
-    def call(command, env):
+    def call(command, env, cwd):
+        assert cwd == paths.WORK_DIR  # where JupyterLab's terminals open
         calls.append((command, env))
         return 0
 
@@ -57,6 +58,7 @@ def test_course_settings_are_added_for_this_launch_only(launched, monkeypatch):
     main(["lab"])
     ((_, env),) = launched
     assert env["JUPYTER_CONFIG_PATH"].split(":") == [str(lab_launcher.JUPYTER_CONFIG), "/elsewhere"]
+    assert env["MHA_COURSE_BIN"] == str(paths.Path(sys.executable).parent)  # terminals' python
     config = lab_launcher.JUPYTER_CONFIG / "labconfig"
     overrides = json.loads((config / "default_setting_overrides.json").read_text())
     assert overrides["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
