@@ -6,8 +6,11 @@
 
 Two things are added on the way, so the notebooks behave in JupyterLab as a learner expects:
 
-- every test cell is tagged ``raises-exception``: JupyterLab's Run All goes on past a failing
-  check (to the plots and sliders further down), while nbgrader still scores the cell as failed;
+- every test cell, and every demonstration cell between the exercises (which may use a function
+  the learner has not written yet), is tagged ``raises-exception``: JupyterLab's Run All goes on
+  past them to the plots and sliders further down, while nbgrader still scores a failing test
+  cell as failed. Answer cells and the locked set-up cell are not tagged: an error there still
+  stops Run All, as everything after depends on them;
 - the notebook carries the ``language_info`` JupyterLab writes when the kernel starts, so opening
   a notebook does not mark it "unsaved". Only the Python version is left out, as it depends on
   the learner's machine: ``make lab`` fills it in when it copies a notebook into ``work/``.
@@ -45,6 +48,11 @@ def is_test_cell(cell) -> bool:
     return bool(meta.get("grade")) and not meta.get("solution")
 
 
+def run_all_goes_on(cell) -> bool:
+    """A test cell or a demonstration (a code cell nbgrader does not manage): see above."""
+    return cell.cell_type == "code" and (is_test_cell(cell) or "nbgrader" not in cell.metadata)
+
+
 def instructor_notebook_text(notebook_id: str) -> str:
     """The ``.ipynb`` text generated from the jupytext source, output-free and stable."""
     nb = jupytext.read(paths.source_text(notebook_id))
@@ -56,7 +64,7 @@ def instructor_notebook_text(notebook_id: str) -> str:
         while cell.id in seen:
             cell.id = hashlib.sha1(cell.id.encode()).hexdigest()[:8]
         seen.add(cell.id)
-        if is_test_cell(cell) and RUN_ALL_GOES_ON not in cell.metadata.get("tags", []):
+        if run_all_goes_on(cell) and RUN_ALL_GOES_ON not in cell.metadata.get("tags", []):
             cell.metadata["tags"] = [*cell.metadata.get("tags", []), RUN_ALL_GOES_ON]
     nb.metadata["language_info"] = dict(LANGUAGE_INFO)
     return jupytext.writes(nb, fmt="ipynb")

@@ -31,8 +31,9 @@
 # `raise NotImplementedError()`. The locked cell after it checks your function and names the likely
 # mistake when something is wrong. Hidden tests try more shapes and models when grading. One
 # written answer is graded by a person.
-# **Run › Run All Cells** goes on past a failing test cell, so the plots and sliders further
-# down run too; a failing test cell still counts as failed when the notebook is graded.
+# **Run › Run All Cells** goes on past failing test cells, and past examples that need an
+# exercise you have not finished yet, so the plots and sliders further down run too; a failing
+# test cell still counts as failed when the notebook is graded.
 # In a terminal (**File › New › Terminal**), `python -m autograder check 07` grades the whole
 # notebook, hidden tests included.
 #

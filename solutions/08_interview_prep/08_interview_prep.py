@@ -28,8 +28,9 @@
 # to earlier notebooks, then run the locked cell after it. A wrong answer gets a one-sentence
 # diagnosis that says what to reconsider, not what the answer is. Each answer is a variable
 # (`answer_...`) or a small function; replace `raise NotImplementedError()` and run the cell.
-# **Run › Run All Cells** goes on past a failing test cell, so the plots and sliders further
-# down run too; a failing test cell still counts as failed when the notebook is graded.
+# **Run › Run All Cells** goes on past failing test cells, and past examples that need an
+# exercise you have not finished yet, so the plots and sliders further down run too; a failing
+# test cell still counts as failed when the notebook is graded.
 # In a terminal (**File › New › Terminal**), `python -m autograder check 08` grades the whole
 # notebook and lists the two written answers under "manual". Section 6 maps every question to the
 # notebook and section that teaches it.
