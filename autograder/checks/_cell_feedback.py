@@ -2,10 +2,11 @@
 
 After each cell IPython runs, :func:`after_cell` looks at the cell's source: when it ran without
 an error and called a check from :mod:`autograder.checks`, it prints, on stdout (stderr would cost
-the cell its points under nbgrader), ``✓ test_softmax_matches_torch: the visible checks pass``.
-The name is the test cell's grade id, which is its cell id in the course's notebooks (JupyterLab
-sends it with every execution); a pasted copy of a test cell has another id and gets
-``✓ the checks in this cell pass``. Outside IPython nothing is registered.
+the cell its points under nbgrader), the first line of the cell's docstring (test cells open with
+one saying what they check): ``✓ softmax matches torch.softmax on several shapes and along any
+dim.``. A cell without one gets its grade id, which is its cell id in the course's notebooks
+(JupyterLab sends it with every execution), or ``✓ the checks in this cell pass``. Outside
+IPython nothing is registered.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ def passed_line(source: str, namespace: dict, cell_id: str | None) -> str | None
     """The line to print after a cell that ran without error, or None when it ran no check."""
     if not _checks_called(source, namespace):
         return None
+    doc = (ast.get_docstring(ast.parse(source)) or "").strip().splitlines()
+    if doc:  # test cells open with one line saying what they check
+        return f"✓ {doc[0]}"
     if cell_id and cell_id.startswith("test_"):
         return f"✓ {cell_id}: the visible checks pass"
     return "✓ the checks in this cell pass"
