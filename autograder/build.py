@@ -3,6 +3,19 @@
 ``solutions/<id>/<id>.py`` (jupytext percent format, the file people edit and review)
   → ``solutions/<id>/<id>.ipynb`` (the instructor notebook, nbgrader's source step)
   → ``course/<id>/<id>.ipynb`` (the learner notebook, nbgrader's release step).
+
+Two things are added on the way, so the notebooks behave in JupyterLab as a learner expects:
+
+- every test cell, and every demonstration cell between the exercises (which may use a function
+  the learner has not written yet), is tagged ``raises-exception``: JupyterLab's Run All goes on
+  past them to the plots and sliders further down, while nbgrader still scores a failing test
+  cell as failed. Answer cells and the locked set-up cell are not tagged: an error there still
+  stops Run All, as everything after depends on them;
+- the notebook carries the ``language_info`` JupyterLab writes when the kernel starts, so opening
+  a notebook does not mark it "unsaved". Only the Python version is left out, as it depends on
+  the learner's machine: ``make lab`` fills it in when it copies a notebook into ``work/``.
+
+Pages that are not notebooks (``START_HERE.md``) are copied from ``solutions/`` to ``course/``.
 """
 
 import filecmp
@@ -16,6 +29,29 @@ import jupytext
 from autograder import paths
 from autograder.nbgrader_run import NbgraderRun
 
+RUN_ALL_GOES_ON = "raises-exception"  # the cell tag JupyterLab's Run All does not stop at
+PAGES = ["START_HERE.md"]  # course-wide pages, next to the notebook folders
+# What ipykernel reports in kernel_info, less "version" (see the module docstring).
+LANGUAGE_INFO = {
+    "codemirror_mode": {"name": "ipython", "version": 3},
+    "file_extension": ".py",
+    "mimetype": "text/x-python",
+    "name": "python",
+    "nbconvert_exporter": "python",
+    "pygments_lexer": "ipython3",
+}
+
+
+def is_test_cell(cell) -> bool:
+    """An autograded test cell: graded, not an answer."""
+    meta = cell.metadata.get("nbgrader", {})
+    return bool(meta.get("grade")) and not meta.get("solution")
+
+
+def run_all_goes_on(cell) -> bool:
+    """A test cell or a demonstration (a code cell nbgrader does not manage): see above."""
+    return cell.cell_type == "code" and (is_test_cell(cell) or "nbgrader" not in cell.metadata)
+
 
 def instructor_notebook_text(notebook_id: str) -> str:
     """The ``.ipynb`` text generated from the jupytext source, output-free and stable."""
@@ -28,7 +64,9 @@ def instructor_notebook_text(notebook_id: str) -> str:
         while cell.id in seen:
             cell.id = hashlib.sha1(cell.id.encode()).hexdigest()[:8]
         seen.add(cell.id)
-    nb.metadata.setdefault("language_info", {"name": "python"})
+        if run_all_goes_on(cell) and RUN_ALL_GOES_ON not in cell.metadata.get("tags", []):
+            cell.metadata["tags"] = [*cell.metadata.get("tags", []), RUN_ALL_GOES_ON]
+    nb.metadata["language_info"] = dict(LANGUAGE_INFO)
     return jupytext.writes(nb, fmt="ipynb")
 
 
@@ -50,6 +88,12 @@ def build(check: bool = False, notebook_ids: list[str] | None = None) -> list[Pa
     """Regenerate (or, with ``check``, only compare) every notebook; return the stale files."""
     ids = notebook_ids or paths.notebook_ids()
     stale = []
+    for page in PAGES if notebook_ids is None else []:
+        source, target = paths.SOLUTIONS_DIR / page, paths.COURSE_DIR / page
+        if not target.is_file() or not filecmp.cmp(source, target, shallow=False):
+            stale.append(target)
+            if not check:
+                shutil.copyfile(source, target)
     for nb_id in ids:
         target = paths.solution_notebook(nb_id)
         text = instructor_notebook_text(nb_id)

@@ -31,7 +31,7 @@ def _cmd_check(args) -> int:
     from autograder.notebook_files import NotebookError, identify, read_notebook
     from autograder.report import format_result
 
-    path = Path(args.notebook)
+    path = paths.notebook_argument(args.notebook)
     try:
         read_notebook(path)
         nb_id = identify(path)
@@ -72,7 +72,9 @@ def _cmd_grade(args) -> int:
 def _cmd_progress(args) -> int:
     from autograder.progress import progress
 
-    folder = Path(args.folder) if args.folder else paths.WORK_DIR
+    here = Path.cwd()  # e.g. a JupyterLab terminal in work/, wherever work/ is
+    holds_notebooks = any(paths.find_learner_notebook(here, i) for i in paths.notebook_ids())
+    folder = Path(args.folder) if args.folder else here if holds_notebooks else paths.WORK_DIR
     if not folder.is_dir():
         return _error(
             f"{folder} is not a folder: run `make lab` first, or name your folder", False, folder
@@ -96,7 +98,7 @@ def parser() -> argparse.ArgumentParser:
     b.set_defaults(func=_cmd_build)
 
     c = sub.add_parser("check", help="grade one notebook (hidden tests included) and explain")
-    c.add_argument("notebook", help="path to your notebook, e.g. work/01_.../01_....ipynb")
+    c.add_argument("notebook", help="your notebook's number (01), id or path")
     c.add_argument("--json", action="store_true", help="print one JSON object (see the contract)")
     c.add_argument("--cell-timeout", type=int, default=60, help="seconds per cell (default 60)")
     c.add_argument("--budget", type=int, default=300, help="seconds per notebook (default 300)")
@@ -111,17 +113,25 @@ def parser() -> argparse.ArgumentParser:
     add_parsers(sub, _cmd_grade)  # grade (a whole class) and merge (gradebooks)
 
     pr = sub.add_parser("progress", help="every notebook's score, hidden tests included")
-    pr.add_argument("folder", nargs="?", help="where your notebooks are (default: work/)")
+    pr.add_argument("folder", nargs="?",
+                    help="where your notebooks are (default: here if any are, else work/)")
     pr.set_defaults(func=_cmd_progress)
 
     lab = sub.add_parser("lab", help="copy new notebooks into work/ and open JupyterLab there")
-    lab.add_argument("jupyter_args", nargs=argparse.REMAINDER, help="passed to jupyter lab")
+    lab.add_argument("jupyter_args", nargs=argparse.REMAINDER,
+                     help="passed to jupyter lab, e.g. --port 8891 --no-browser")
     lab.set_defaults(func=_cmd_lab)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["lab"] and not {"-h", "--help"} & set(argv[1:2]):
+        # Everything after `lab` is JupyterLab's (argparse would refuse `--port 8891` etc.).
+        args = parser().parse_args(["lab"])
+        args.jupyter_args = argv[1:]
+    else:
+        args = parser().parse_args(argv)
     try:
         return args.func(args)
     except KeyboardInterrupt:

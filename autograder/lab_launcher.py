@@ -2,34 +2,99 @@
 
 Learners write in ``work/`` so that ``git pull`` can update ``course/`` without touching their
 answers. Notebooks that are new in ``course/`` are copied in; existing ones are never overwritten.
+
+JupyterLab starts with the course's settings in ``autograder/jupyter_config/``, added to its config
+search path for this launch only (the learner's own settings elsewhere stay untouched): nbgrader's
+instructor tools (Create Assignment, Formgrader, the course and assignment lists, which need an
+exchange a learner does not have) are off, the "Jupyter news?" popup is off, and Markdown opens
+rendered. ``jupyter lab`` started by an instructor from the repository root keeps all of them.
 """
 
+import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
+
+import nbformat
 
 from autograder import paths
 from autograder.nbgrader_run import put_environment_on_path
 
+JUPYTER_CONFIG = Path(__file__).resolve().parent / "jupyter_config"
+START_PAGE = "START_HERE.md"
+CHECK_COMMAND = "python -m autograder check 01"
+
+
+def _stamp_python_version(folder: Path) -> None:
+    """Add the Python version to each notebook's ``language_info``, as the kernel will report it.
+
+    JupyterLab writes the kernel's ``language_info`` into a notebook when it opens it; when the
+    notebook already holds the same, it is not marked "unsaved". The release carries everything
+    but the version, which is this machine's (the kernel runs this very interpreter).
+    """
+    for notebook in folder.glob("*.ipynb"):
+        nb = nbformat.read(notebook, as_version=4)
+        nb.metadata.setdefault("language_info", {})["version"] = sys.version.split()[0]
+        nbformat.write(nb, notebook)
+
 
 def sync_work_dir() -> list[str]:
-    """Copy each course notebook folder missing from ``work/``; return the ids copied."""
-    paths.WORK_DIR.mkdir(exist_ok=True)
+    """Copy each course folder or file missing from ``work/``; return the names copied."""
+    paths.WORK_DIR.mkdir(parents=True, exist_ok=True)
     copied = []
-    for folder in sorted(paths.COURSE_DIR.iterdir()):
-        target = paths.WORK_DIR / folder.name
-        if folder.is_dir() and not target.exists():
-            shutil.copytree(folder, target)
-            copied.append(folder.name)
+    for item in sorted(paths.COURSE_DIR.iterdir()):
+        target = paths.WORK_DIR / item.name
+        if target.exists():
+            continue
+        if item.is_dir():
+            shutil.copytree(item, target)
+            _stamp_python_version(target)
+        else:
+            shutil.copyfile(item, target)
+        copied.append(item.name)
     return copied
+
+
+def _is_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _given(option: str, args: list[str]) -> bool:
+    return any(a == option or a.startswith(option + "=") for a in args)
+
+
+def jupyter_command(extra_args: list[str]) -> list[str]:
+    """The ``jupyter lab`` command line: the course's defaults, then the learner's own options."""
+    command = [sys.executable, "-m", "jupyter", "lab"]
+    if not _given("--ServerApp.root_dir", extra_args) and not _given("--notebook-dir", extra_args):
+        command.append(f"--ServerApp.root_dir={paths.WORK_DIR}")
+    if (paths.WORK_DIR / START_PAGE).is_file() and not _given("--LabApp.default_url", extra_args):
+        command.append(f"--LabApp.default_url=/lab/tree/{START_PAGE}")
+    if _is_root() and "--allow-root" not in extra_args:
+        command.append("--allow-root")
+    return command + extra_args
+
+
+def course_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` with the course's JupyterLab settings first on Jupyter's config search path."""
+    env = dict(os.environ if env is None else env)
+    rest = env.get("JUPYTER_CONFIG_PATH")
+    env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(filter(None, [str(JUPYTER_CONFIG), rest]))
+    env["MHA_COURSE_BIN"] = str(Path(sys.executable).parent)  # `python` in JupyterLab's terminals
+    return env
 
 
 def launch(extra_args: list[str]) -> int:
     copied = sync_work_dir()
     if copied:
         print("copied into work/:", ", ".join(copied))
-    print("Your notebooks are in work/. Grade one with:")
-    print("  python -m autograder check work/<id>/<id>.ipynb")
+    print(f"Your notebooks are in work/; {START_PAGE} there shows the way round.")
+    print(f"Grade one from JupyterLab's terminal with: {CHECK_COMMAND}")
+    if _is_root() and "--allow-root" not in extra_args:
+        print("Running as root (a container?): starting JupyterLab with --allow-root.")
     put_environment_on_path()
-    command = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={paths.WORK_DIR}"]
-    return subprocess.call(command + extra_args)
+    # Started in work/: JupyterLab asks for terminals in the file browser's folder as a relative
+    # path, which the terminal extension resolves against the server's working directory.
+    return subprocess.call(jupyter_command(extra_args), env=course_environment(),
+                           cwd=paths.WORK_DIR)

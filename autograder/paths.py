@@ -28,3 +28,36 @@ def solution_notebook(notebook_id: str) -> Path:
 def release_notebook(notebook_id: str) -> Path:
     """The learner notebook: nbgrader's release step, generated from the instructor notebook."""
     return COURSE_DIR / notebook_id / f"{notebook_id}.ipynb"
+
+
+def find_learner_notebook(folder: Path, notebook_id: str) -> Path | None:
+    """``folder/<id>/<id>.ipynb`` (the layout of ``work/``) or ``folder/<id>.ipynb``."""
+    for candidate in (
+        folder / notebook_id / f"{notebook_id}.ipynb",
+        folder / f"{notebook_id}.ipynb",
+    ):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def notebook_argument(text: str) -> Path:
+    """The notebook a learner names: a path, its folder, or a notebook's number or id (``01``).
+
+    A number or id is looked for in the current folder (so ``check 01`` works in a JupyterLab
+    terminal in ``work/`` or in the notebook's own folder), then in ``work/``. Anything else is
+    returned as a path, for the caller to report.
+    """
+    given = Path(text)
+    if given.is_dir():  # a notebook's folder, e.g. work/01_attention_from_scratch
+        return find_learner_notebook(given.parent, given.name) or given
+    if given.exists() or given.suffix:
+        return given
+    ids = [i for i in notebook_ids() if i == text or i.startswith(text.rstrip("_") + "_")]
+    if len(ids) != 1:
+        return given
+    for folder in (Path.cwd(), WORK_DIR):
+        found = find_learner_notebook(folder, ids[0])
+        if found is not None:
+            return found
+    return given

@@ -1,32 +1,58 @@
-"""``python -m autograder progress``: every notebook's score at a glance, hidden tests included."""
+"""``python -m autograder progress``: every notebook's score at a glance, hidden tests included.
 
+A notebook whose answer cells are still those of the release (``course/``) is "not started" and
+is not graded at all, so an untouched ``work/`` is reported in about a second. The others are
+graded by nbgrader, as ``check`` does.
+"""
+
+import json
+import sys
 from pathlib import Path
 
 from autograder import paths
-from autograder.grading import NotebookResult, Submission, grade_submissions
-from autograder.notebook_files import NotebookError, read_notebook
 
 
-def find_learner_notebook(folder: Path, notebook_id: str) -> Path | None:
-    """``folder/<id>/<id>.ipynb`` (the layout of ``work/``) or ``folder/<id>.ipynb``."""
-    for candidate in (
-        folder / notebook_id / f"{notebook_id}.ipynb",
-        folder / f"{notebook_id}.ipynb",
-    ):
-        if candidate.is_file():
-            return candidate
-    return None
+def _answers(path: Path) -> dict[str, str] | None:
+    """grade id -> source of each answer cell (nbgrader ``solution``), or None if unreadable."""
+    try:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        answers = {}
+        for cell in cells:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if meta.get("solution"):
+                source = cell.get("source", "")
+                answers[meta["grade_id"]] = "".join(source) if isinstance(source, list) else source
+        return answers
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
 
 
-def _status(result: NotebookResult) -> str:
+def not_started(path: Path, notebook_id: str) -> bool:
+    """True when every answer cell of ``path`` is as released (outputs and metadata aside)."""
+    released = _answers(paths.release_notebook(notebook_id))
+    return bool(released) and _answers(path) == released
+
+
+def _points(notebook_id: str) -> tuple[float, int]:
+    """Automatic points of a notebook and its number of answers graded by a person."""
+    cells = json.loads(paths.release_notebook(notebook_id).read_text(encoding="utf-8"))["cells"]
+    graded = [c["metadata"]["nbgrader"] for c in cells
+              if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+    return (sum(float(m.get("points", 0)) for m in graded if not m.get("solution")),
+            sum(1 for m in graded if m.get("solution")))
+
+
+def _status(result) -> str:
     if result.error:
         return f"could not be graded: {result.error}"
     if result.full_marks:
         return "done"
-    if result.score == 0 and all("not implemented yet" in c.message for c in result.cells):
-        return "not started"
     failing = [c.grade_id for c in result.cells if not c.passed]
     return f"in progress: {len(failing)} test(s) to fix, first {failing[0]}"
+
+
+def _score(score: str, maximum: float, written: int) -> str:
+    return f"{score}/{maximum:g}" + (f" + {written} written" if written else "")
 
 
 def progress(folder: Path, echo=print) -> bool:
@@ -34,23 +60,34 @@ def progress(folder: Path, echo=print) -> bool:
     ids = paths.notebook_ids()
     lines: dict[str, str] = {}
     submissions = []
+    total = maximum = 0.0
     for nb_id in ids:
-        path = find_learner_notebook(folder, nb_id)
+        path = paths.find_learner_notebook(folder, nb_id)
         if path is None:
             lines[nb_id] = "no notebook yet (run `make lab` to copy it into work/)"
             continue
+        if not_started(path, nb_id):
+            points, written = _points(nb_id)
+            maximum += points
+            lines[nb_id] = f"{_score('-', points, written):<20} not started"
+            continue
+        from autograder.grading import Submission
+        from autograder.notebook_files import NotebookError, read_notebook
+
         try:
             read_notebook(path)
         except NotebookError as err:
             lines[nb_id] = f"unreadable: {err}"
             continue
         submissions.append(Submission(nb_id, "learner", path.resolve()))
-    total = maximum = 0.0
-    for result in grade_submissions(submissions, show_progress=True):
-        total, maximum = total + result.score, maximum + result.max_score
-        manual = f" + {len(result.manual)} written" if result.manual else ""
-        score = f"{result.score:g}/{result.max_score:g}{manual}"
-        lines[result.notebook_id] = f"{score:<16} {_status(result)}"
+    if submissions:
+        from autograder.grading import grade_submissions
+
+        # The bar redraws in place on a terminal; piped into a file it would print every frame.
+        for result in grade_submissions(submissions, show_progress=sys.stderr.isatty()):
+            total, maximum = total + result.score, maximum + result.max_score
+            score = _score(f"{result.score:g}", result.max_score, len(result.manual))
+            lines[result.notebook_id] = f"{score:<20} {_status(result)}"
     width = max(len(nb_id) for nb_id in ids)
     for nb_id in ids:
         echo(f"{nb_id:<{width}}  {lines[nb_id]}")

@@ -50,3 +50,20 @@ def test_check_names_a_stale_notebook(tmp_path, monkeypatch, first_notebook):
     stale = build.build(check=True, notebook_ids=[first_notebook])
     assert stale == [released]
     assert "pass" in released.read_text(), "--check must not rewrite anything"
+
+
+@pytest.mark.parametrize("notebook_id", paths.notebook_ids())
+def test_release_suits_jupyterlab(notebook_id):
+    """Run All goes on past test and demo cells (not answers), opening adds no kernel metadata."""
+    nb = nbformat.read(paths.release_notebook(notebook_id), as_version=4)
+    assert nb.metadata.language_info == build.LANGUAGE_INFO  # the version is added by `make lab`
+    tagged = [build.RUN_ALL_GOES_ON in c.metadata.get("tags", []) for c in nb.cells]
+    assert tagged == [build.run_all_goes_on(c) for c in nb.cells] and any(tagged)
+    answers = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    assert not any(build.RUN_ALL_GOES_ON in c.metadata.get("tags", []) for c in answers)
+
+
+def test_start_page_is_released():
+    assert (paths.COURSE_DIR / "START_HERE.md").read_text() == (
+        paths.SOLUTIONS_DIR / "START_HERE.md"
+    ).read_text()

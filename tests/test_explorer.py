@@ -106,3 +106,23 @@ def test_notebook_pictures_draw_from_the_stored_json():
     assert len(head_plots.plot_pruning(study).axes[0].lines) == 3
     sweep = json.loads((DATA_DIR / "nh_sweep.json").read_text())
     assert len(head_plots.plot_nh_sweep(sweep).axes[0].lines) == len(sweep["runs"])
+
+
+def test_no_static_copy_and_exports_record_the_state(explorer):
+    plt.close("all")
+    explorer.head.value = 3
+    assert plt.get_fignums() == [], "a pyplot figure would be printed under the live widget"
+    explorer.switches[1].value = False  # L0H1
+    try:
+        for fmt in ("png", "svg"):
+            data = explorer.export(fmt).read_bytes()
+            assert b"heads off: L0H1" in data and explorer.text.value[4:].encode() in data, fmt
+    finally:
+        explorer.switches[1].value = True
+    assert b"all heads on" in explorer.export("png").read_bytes()
+
+
+def test_heatmap_labels_are_readable():
+    fig = draw_head(torch.softmax(torch.randn(20, 20), -1), list("abcdefghijklmnopqrst"))
+    labels = fig.axes[0].get_xticklabels()
+    assert all(t.get_rotation() == 0 and t.get_fontsize() >= 10 for t in labels)

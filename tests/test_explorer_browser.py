@@ -1,18 +1,30 @@
-"""Notebook 07's head explorer renders and responds in JupyterLab, in a real headless Chromium.
+"""A learner's first hour in JupyterLab, in a real headless Chromium (issues 15 and 16).
 
-Starts JupyterLab on 127.0.0.1 (free port, random token, temporary root, settings and runtime
-folders), opens the solution notebook, runs all cells with ``MHA_COURSE_QUICK=1`` (the slow demo
-cells are skipped), checks that the explorer's widgets rendered (not the plain-text fallback),
-clicks another head and waits for the figure to change. Uses the system's Chromium (never
-``playwright install``). A missing browser fails the test when ``CI`` is set, and skips it
-otherwise. ``EXPLORER_SCREENSHOT=/path.png`` saves a screenshot of the explorer there.
+One JupyterLab is started the way ``make lab`` starts it (``autograder.lab_launcher.launch``, with
+JupyterLab options passed through, ``--allow-root`` added when run as root), on 127.0.0.1 with a
+free port, a random token and temporary settings, workspaces and runtime folders; its ``work/`` is
+a temporary folder. Then, as a learner would:
+
+- the start page opens first, with no "Jupyter news?" popup and none of nbgrader's instructor tools
+  (Create Assignment, Formgrader, course and assignment lists, their "Error fetching courses!");
+- a terminal's ``python -m autograder progress`` says "not started" for every notebook;
+- notebook 01 with ``softmax`` written opens without turning "unsaved", and Run All runs it to the
+  end (plots and sliders rendered) past the failing test cells: a passing test cell shows its
+  ``✓`` line, a failing one its one-sentence diagnosis; Validate leads with a score;
+- notebook 07 (solved, ``MHA_COURSE_QUICK=1``) shows the head explorer, live, with no static copy
+  of its figure, and clicking another head changes the figure.
+
+Screenshots of each step are written to ``test-screenshots/`` at the repository root (or to
+``$BROWSER_SCREENSHOTS``) for a person to look at. Uses the system's Chromium (never
+``playwright install``); a missing browser fails the test when ``CI`` is set, and skips it
+otherwise.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -23,19 +35,26 @@ import time
 import urllib.request
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from autograder import paths
 
 pytestmark = pytest.mark.slow
 
-NOTEBOOK = "07_exploring_heads"
+FIRST, EXPLORER = "01_attention_from_scratch", "07_exploring_heads"
 BROWSERS = ("/usr/bin/chromium", "/usr/lib/chromium/chromium", "/usr/bin/chromium-browser")
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
     "--disable-dev-shm-usage",
 ]
+SCREENSHOTS = Path(os.environ.get("BROWSER_SCREENSHOTS") or paths.REPO_ROOT / "test-screenshots")
+# Runs the real launcher with work/ somewhere else: the test must not touch the learner's work/.
+LAUNCH = (
+    "import sys; from pathlib import Path; from autograder import paths, lab_launcher; "
+    "paths.WORK_DIR = Path(sys.argv[1]); sys.exit(lab_launcher.launch(sys.argv[2:]))"
+)
 
 
 def _missing(what: str) -> None:
@@ -58,13 +77,9 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def jupyter_lab(root: Path, scratch: Path):
-    """A JupyterLab server in its own process group; yields ``(base_url, token)``."""
+def course_lab(work: Path, scratch: Path):
+    """``make lab``'s JupyterLab on ``work``, in its own process group; yields the base URL & co."""
     port, token = _free_port(), secrets.token_hex(16)
-    settings = scratch / "settings"
-    notification = settings / "@jupyterlab/apputils-extension/notification.jupyterlab-settings"
-    notification.parent.mkdir(parents=True)
-    notification.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
     env = dict(os.environ)
     env.update({
         "JUPYTER_CONFIG_DIR": str(scratch / "config"), "JUPYTER_DATA_DIR": str(scratch / "data"),
@@ -73,30 +88,30 @@ def jupyter_lab(root: Path, scratch: Path):
     })
     env.pop("NBGRADER_EXECUTION", None)
     command = [
-        sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.port={port}", f"--IdentityProvider.token={token}",
-        f"--ServerApp.root_dir={root}", "--LabApp.extension_manager=readonly",
-        f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={scratch / 'ws'}",
+        sys.executable, "-c", LAUNCH, str(work), "--no-browser", "--ServerApp.ip=127.0.0.1",
+        "--port", str(port), f"--IdentityProvider.token={token}",
+        "--LabApp.extension_manager=readonly",
+        f"--LabApp.user_settings_dir={scratch / 'settings'}",
+        f"--LabApp.workspaces_dir={scratch / 'ws'}",
     ]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        command.append("--allow-root")
-    log = (scratch / "server.log").open("w")
+    log_path = scratch / "server.log"
+    log = log_path.open("w")
     server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                               start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 90
         while True:
             if server.poll() is not None:
-                pytest.fail(f"JupyterLab exited: {(scratch / 'server.log').read_text()[-800:]}")
+                pytest.fail(f"JupyterLab exited: {log_path.read_text()[-800:]}")
             with contextlib.suppress(OSError):
                 with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2) as r:
                     if r.status == 200:
                         break
             if time.monotonic() > deadline:
-                pytest.fail("JupyterLab did not start within 60 s")
+                pytest.fail("JupyterLab did not start within 90 s")
             time.sleep(0.5)
-        yield base, token
+        yield base, token, log_path
     finally:
         with contextlib.suppress(OSError):
             request = urllib.request.Request(f"{base}/api/shutdown?token={token}", method="POST")
@@ -109,54 +124,182 @@ def jupyter_lab(root: Path, scratch: Path):
         log.close()
 
 
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """``(page factory, work folder, server log)`` for one JupyterLab and one browser."""
+    chromium = _chromium()
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("playwright is not installed")
+    tmp = tmp_path_factory.mktemp("first-hour")
+    work, scratch = tmp / "work", tmp / "scratch"
+    scratch.mkdir()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with course_lab(work, scratch) as (base, token, log), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
+
+        def new_page(path: str):
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(60_000)
+            page.goto(f"{base}{path}{'&' if '?' in path else '?'}token={token}")
+            return page
+
+        try:
+            yield new_page, work, log
+        finally:
+            browser.close()
+
+
+def _shot(page, name: str) -> None:
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+
+
 _COUNTS = """() => {
   const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];
   return prompts.map(p => p.textContent.trim());
 }"""
 
 
-def test_explorer_renders_and_responds(tmp_path):
-    chromium = _chromium()
+def _open_notebook(page) -> None:
+    page.wait_for_selector(".jp-Notebook .jp-CodeCell")
+    page.wait_for_selector("text=/Python 3 \\(ipykernel\\) \\| Idle/")  # kernel ready
+
+
+def _run_all(page, timeout_ms: int = 120_000) -> None:
+    """Run › Run All Cells, then wait until every code cell has run (none stopped the run)."""
+    page.click("li.lm-MenuBar-item:has-text('Run')")
+    page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
     try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _missing("playwright is not installed")
-    root, scratch = tmp_path / "root", tmp_path / "scratch"
-    root.mkdir()
-    scratch.mkdir()
-    shutil.copy(paths.solution_notebook(NOTEBOOK), root / f"{NOTEBOOK}.ipynb")
-    with jupyter_lab(root, scratch) as (base, token), sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1500})
-            page.set_default_timeout(60_000)
-            page.goto(f"{base}/lab/tree/{NOTEBOOK}.ipynb?reset&token={token}")
-            page.wait_for_selector(".jp-Notebook .jp-CodeCell")
-            page.wait_for_selector("text=/Python 3 \\(ipykernel\\) \\| Idle/")  # kernel ready
-            page.click("li.lm-MenuBar-item:has-text('Run')")
-            page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
-            page.wait_for_function(
-                f"() => {{ const ps = ({_COUNTS})(); return ps.length > 0 && "
-                "ps.every(t => /\\[\\d+\\]/.test(t)); }", timeout=90_000)
-            errors = page.locator(".jp-OutputArea-output[data-mime-type*='error']")
-            assert errors.count() == 0, errors.first.inner_text()[:500]
-            fallback = page.locator(".jp-OutputArea-output:has-text('VBox(children=')")
-            assert fallback.count() == 0, "the widget rendered as plain text: no widget manager"
-            image = page.locator("img.widget-image").first
-            image.wait_for()
-            assert page.locator(".widget-toggle-buttons").count() >= 3
-            assert page.locator("table.head-stats tr").count() == 9
-            before = image.get_attribute("src")
-            assert before
-            heads = page.locator(".widget-toggle-buttons").nth(1)
-            heads.locator("button", has_text="2").click()
-            page.wait_for_function(
-                "(old) => { const img = document.querySelector('img.widget-image'); "
-                "return img && img.src && img.src !== old; }", arg=before, timeout=20_000)
-            shot = os.environ.get("EXPLORER_SCREENSHOT") or str(tmp_path / "explorer.png")
-            explorer = page.locator(".widget-vbox:has(img.widget-image)").first
-            explorer.scroll_into_view_if_needed()
-            explorer.screenshot(path=shot)
-            assert Path(shot).stat().st_size > 10_000
-        finally:
-            browser.close()
+        page.wait_for_function(
+            f"() => {{ const ps = ({_COUNTS})(); return ps.length > 0 && "
+            "ps.every(t => /\\[\\d+\\]/.test(t)); }", timeout=timeout_ms)
+    except Exception:
+        _shot(page, "run-all-stopped")
+        pytest.fail(f"Run All did not run every cell: prompts {page.evaluate(_COUNTS)}")
+
+
+def _cell(page, code: str):
+    """The code cell whose source holds ``code``."""
+    return page.locator(f".jp-CodeCell:has(.jp-InputArea:has-text('{code}'))").first
+
+
+def _write_softmax(notebook: Path) -> None:
+    """The learner has written ``softmax`` (the model answer), not yet the attention function."""
+    nb = nbformat.read(notebook, as_version=4)
+    solution = nbformat.read(paths.solution_notebook(FIRST), as_version=4)
+    answer, mine = (
+        next(c for c in n.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "softmax")
+        for n in (solution, nb)
+    )
+    mine.source = answer.source
+    nbformat.write(nb, notebook)
+
+
+def test_first_hour(lab):
+    new_page, work, log = lab
+    assert "with --allow-root" in log.read_text() or os.geteuid() != 0
+    page = new_page("/")  # where `make lab` points the browser: the start page
+    page.wait_for_selector(".jp-RenderedMarkdown h1:has-text('Start here')")
+    _shot(page, "1-start-page")
+    for unwanted in ("Create Assignment", "Error fetching courses", "Assignment List",
+                     "Formgrader", "Course List"):
+        assert page.get_by_text(unwanted).count() == 0, unwanted
+    page.click("li.lm-MenuBar-item:has-text('Nbgrader')")
+    menu = page.locator(".lm-Menu").last.inner_text()
+    assert not re.search("Assignment List|Formgrader|Course List", menu), menu
+    page.keyboard.press("Escape")
+
+    # A terminal: `python` is the course's, and an untouched work/ is "not started" everywhere.
+    page.click("li.lm-MenuBar-item:has-text('File')")
+    page.click(".lm-Menu-itemLabel:text-is('New')")
+    page.click(".lm-Menu-itemLabel:text-is('Terminal')")
+    page.wait_for_selector(".jp-Terminal .xterm-screen")
+    report = work / "progress.txt"
+    deadline = time.monotonic() + 60
+    while "total" not in (report.read_text() if report.exists() else ""):
+        if not report.exists():  # (again) until the shell has started and takes the keys
+            page.locator(".jp-Terminal .xterm-helper-textarea").last.focus()
+            page.keyboard.type("python -m autograder progress > progress.txt 2>&1\n")
+        if time.monotonic() > deadline:
+            _shot(page, "2-terminal")
+            pytest.fail(report.read_text() if report.exists() else "the terminal ran nothing")
+        time.sleep(2)
+    _shot(page, "2-terminal")
+    lines = report.read_text().splitlines()
+    assert all(line.endswith("not started") for line in lines[:-1]) and len(lines) == 9, lines
+    page.close()
+
+    notebook = work / FIRST / f"{FIRST}.ipynb"
+    _write_softmax(notebook)
+    page = new_page(f"/lab/tree/{FIRST}/{FIRST}.ipynb?reset")
+    _open_notebook(page)
+    time.sleep(3)  # JupyterLab writes the kernel's metadata about now
+    assert page.locator("li.lm-TabBar-tab.jp-mod-current.jp-mod-dirty").count() == 0, "unsaved"
+    _run_all(page)
+    _shot(page, "3-run-all")
+    outputs = page.locator(".jp-OutputArea-output")
+    assert page.locator(".widget-slider").count() >= 2, "the sliders did not render"
+    assert page.locator(".jp-OutputArea-output img").count() >= 3, "the plots did not render"
+    passed = _cell(page, "check_softmax_values(softmax)").locator(".jp-OutputArea").text_content()
+    assert "✓ softmax matches torch.softmax" in passed, passed
+    failing = _cell(page, "check_sdpa_shapes(scaled_dot_product_attention)")
+    failed = failing.locator(".jp-OutputArea").text_content()
+    assert "`scaled_dot_product_attention` is not implemented yet" in failed, failed
+    assert outputs.filter(has_text="VBox(children=").count() == 0, "no widget manager"
+    failing.scroll_into_view_if_needed()
+    _shot(page, "4-failing-check")
+
+    page.click(".jp-Toolbar-item:has-text('Validate')")
+    dialog = page.locator(".jp-Dialog-content")
+    dialog.wait_for(timeout=180_000)
+    page.wait_for_function(
+        "() => !/[Vv]alidating/.test(document.querySelector('.jp-Dialog-content').innerText)",
+        timeout=180_000)
+    _shot(page, "5-validate")
+    validate = dialog.inner_text().strip()
+    page.keyboard.press("Escape")
+    assert page.get_by_text("official Jupyter news").count() == 0, "the news popup appeared"
+    page.close()
+
+    # Owned by other changes of the same issues: xfail (not fail) until they are merged.
+    missing = []
+    if "_core.py" in failed:
+        missing.append("a failing check still shows the grading package's frames (issue 15)")
+    if not re.match(r"\D{0,40}\d+(\.\d+)?\s*/\s*\d+", validate):
+        missing.append(f"Validate does not lead with a score (issue 16): {validate[:120]!r}")
+    if missing:
+        pytest.xfail("; ".join(missing))
+
+
+def test_explorer_renders_and_responds(lab):
+    new_page, work, _ = lab
+    shutil.copy(paths.solution_notebook(EXPLORER), work / EXPLORER / f"{EXPLORER}.ipynb")
+    page = new_page(f"/lab/tree/{EXPLORER}/{EXPLORER}.ipynb?reset")
+    _open_notebook(page)
+    _run_all(page, timeout_ms=90_000)
+    errors = page.locator(".jp-OutputArea-output[data-mime-type*='error']")
+    assert errors.count() == 0, errors.first.inner_text()[:500]
+    fallback = page.locator(".jp-OutputArea-output:has-text('VBox(children=')")
+    assert fallback.count() == 0, "the widget rendered as plain text: no widget manager"
+    image = page.locator("img.widget-image").first
+    image.wait_for()
+    assert page.locator(".widget-toggle-buttons").count() >= 3
+    assert page.locator("table.head-stats tr").count() == 9
+    explorer_cell = page.locator(".jp-CodeCell:has(img.widget-image)")
+    assert explorer_cell.count() == 1
+    static = explorer_cell.locator(".jp-OutputArea-output[data-mime-type='image/png']")
+    assert static.count() == 0, "a static copy of the explorer's figure is shown under it"
+    before = image.get_attribute("src")
+    assert before
+    heads = page.locator(".widget-toggle-buttons").nth(1)
+    heads.locator("button", has_text="2").click()
+    page.wait_for_function(
+        "(old) => { const img = document.querySelector('img.widget-image'); "
+        "return img && img.src && img.src !== old; }", arg=before, timeout=20_000)
+    explorer = page.locator(".widget-vbox:has(img.widget-image)").first
+    explorer.scroll_into_view_if_needed()
+    shot = SCREENSHOTS / "6-explorer.png"
+    explorer.screenshot(path=str(shot))
+    assert shot.stat().st_size > 10_000
+    page.close()

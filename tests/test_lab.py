@@ -98,6 +98,7 @@ def test_dk_widget_redraws_on_change():
 def test_temperature_and_heads_widgets_build_and_redraw():
     w = widgets.temperature_widget(torch.tensor([2.0, 1.0, 0.0]), ["a", "b", "c"])
     w.children[0].value = 10.0
+    assert w.children[0].style.description_width == "initial"  # "temperature", not "temperat…"
     h = widgets.attention_heads_widget(torch.rand(3, 4, 4), list("abcd"), list("abcd"))
     h.children[0].value = 2
     with pytest.raises(ValueError, match="nh, T, S"):

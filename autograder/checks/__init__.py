@@ -4,3 +4,7 @@ Every ``check_*`` function takes the learner's callable, runs it on random and a
 compares with PyTorch's own implementation and raises :class:`CheckFailure` (an ``AssertionError``)
 with one sentence that names the probable mistake. No reference solution lives here.
 """
+
+from autograder.checks import _cell_feedback
+
+_cell_feedback.register()  # "✓ ... pass" under each test cell that passed (in IPython only)

@@ -101,17 +101,22 @@ def _softmax_mistake(out: torch.Tensor, x: torch.Tensor, dim: int) -> str:
     return f"{where} sums to 1 but its values are not exp(x) / sum(exp(x)): check the formula."
 
 
+def _ordinary_mistake(out: torch.Tensor, x: torch.Tensor, dim: int) -> str | None:
+    """The diagnosis when ``out`` is not ``torch.softmax(x, dim)`` for ordinary values ``x``."""
+    if has_nan_or_inf(out):
+        return f"`softmax` returned NaN or inf for ordinary inputs of shape {fmt_shape(x.shape)}."
+    return None if close(out, torch.softmax(x, dim)) else _softmax_mistake(out, x, dim)
+
+
 def check_softmax_values(softmax: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """``softmax(x, dim)`` equals ``torch.softmax`` for several shapes and any ``dim``."""
     __tracebackhide__ = True
     gen = make_generator(seed)
     for shape, dim in _softmax_cases(gen, thorough):
         x = 2 * randn(gen, *shape)
-        out = _call_softmax(softmax, x, dim)
-        if has_nan_or_inf(out):
-            fail(f"`softmax` returned NaN or inf for ordinary inputs of shape {fmt_shape(shape)}.")
-        if not close(out, torch.softmax(x, dim)):
-            fail(_softmax_mistake(out, x, dim))
+        mistake = _ordinary_mistake(_call_softmax(softmax, x, dim), x, dim)
+        if mistake:
+            fail(mistake)
     x = randn(gen, 3, 5)  # (3, 5)
     if not close(_call_softmax(softmax, x, None), torch.softmax(x, -1)):
         fail("`softmax(x)` called without `dim` should normalise the last dimension (dim=-1).")
@@ -133,7 +138,12 @@ def _stable_cases(gen: torch.Generator) -> Iterator[tuple[torch.Tensor, int, str
 
 
 def check_softmax_stable(softmax: Callable, *, seed: int = 0, thorough: bool = False) -> None:
-    """No NaN or inf for inputs like ±1e4 in float32, or large values in float16/bfloat16."""
+    """No NaN or inf for inputs like ±1e4 in float32, or large values in float16/bfloat16.
+
+    A softmax that is already wrong on ordinary inputs of a case's shape gets the diagnosis of
+    :func:`check_softmax_values` (say, the wrong ``dim``), never advice about stability that
+    would contradict it.
+    """
     __tracebackhide__ = True
     gen = make_generator(seed)
     cases = list(_stable_cases(gen))
@@ -141,6 +151,10 @@ def check_softmax_stable(softmax: Callable, *, seed: int = 0, thorough: bool = F
         wide = 1e4 * randn(gen, 16, 64, dtype=torch.float32)  # (16, 64)
         cases.append((wide, -1, "values spread over ±1e4 give NaN: subtract each row's maximum"))
     for x, dim, advice in cases:
+        ordinary = 2 * randn(gen, *x.shape)  # same shape, values where any formula works
+        mistake = _ordinary_mistake(_call_softmax(softmax, ordinary, dim), ordinary, dim)
+        if mistake:
+            fail(mistake)
         out = _call_softmax(softmax, x, dim)
         expect_dtype(out, x.dtype, "The output of `softmax`")
         if has_nan_or_inf(out):

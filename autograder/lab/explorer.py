@@ -18,8 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import ipywidgets as widgets
-import matplotlib
-import matplotlib.pyplot as plt
 import torch
 from matplotlib.figure import Figure
 
@@ -28,6 +26,10 @@ from autograder.lab.plots import to_numpy
 
 _PAD = "padding:1px 8px;text-align:right"
 _MAX_LABELS = 40  # above this many tokens, label every k-th one only
+# Sized for a 1400 px browser window: the PNG (100 dpi) is about as wide as the notebook, so a
+# 10 pt label shows about 13 px high.
+_DPI = 100
+_LABEL_PT = 10
 
 
 def _thin(labels: list[str]) -> tuple[list[int], list[str]]:
@@ -41,24 +43,28 @@ def draw_head(weights, tokens: list[str], title: str = "", view: str = "both",
     """One head's ``(T, T)`` weights as a heatmap and/or lines from each query to its keys.
 
     ``view`` is ``"heatmap"``, ``"lines"`` or ``"both"``. Lines are drawn for weights above
-    ``threshold``, with opacity and width growing with the weight.
+    ``threshold``, with opacity and width growing with the weight. The figure is not pyplot's,
+    so a notebook cell that makes one never shows it by itself (the explorer shows it live).
     """
     w = to_numpy(weights)
     T = w.shape[0]
     panels = ["heatmap", "lines"] if view == "both" else [view]
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.6), squeeze=False)
+    fig = Figure(figsize=(6.4 * len(panels), 5.6))
+    axes = fig.subplots(1, len(panels), squeeze=False)
     ticks, labels = _thin(tokens)
+    upright = max(map(len, labels), default=0) <= 3  # single letters read best unrotated
     for ax, panel in zip(axes[0], panels, strict=True):
         if panel == "heatmap":
             image = ax.imshow(w, cmap="Blues", vmin=0.0, vmax=1.0)
-            ax.set_xticks(ticks, labels, rotation=90, fontsize=7)
-            ax.set_yticks(ticks, labels, fontsize=7)
-            ax.set(xlabel="key (attended to)", ylabel="query (attending)")
+            ax.set_xticks(ticks, labels, rotation=0 if upright else 90, fontsize=_LABEL_PT)
+            ax.set_yticks(ticks, labels, fontsize=_LABEL_PT)
+            ax.set_xlabel("key (attended to)", fontsize=_LABEL_PT + 1)
+            ax.set_ylabel("query (attending)", fontsize=_LABEL_PT + 1)
             fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
         else:
             for side, x in ((0, 0.0), (1, 1.0)):
                 for i in ticks:
-                    ax.text(x + (-0.04 if side == 0 else 0.04), -i, tokens[i], fontsize=7,
+                    ax.text(x + (-0.04 if side == 0 else 0.04), -i, tokens[i], fontsize=_LABEL_PT,
                             ha="right" if side == 0 else "left", va="center")
             rows, cols = (w > threshold).nonzero()
             for q, k in zip(rows, cols, strict=True):
@@ -66,16 +72,16 @@ def draw_head(weights, tokens: list[str], title: str = "", view: str = "both",
                         lw=0.5 + 2.5 * float(w[q, k]))
             ax.set(xlim=(-0.35, 1.35), ylim=(-T + 0.5, 0.5))
             ax.axis("off")
-            ax.set_title("query → key", fontsize=9)
+            ax.set_title("query → key", fontsize=_LABEL_PT + 1)
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(title, fontsize=_LABEL_PT + 2)
     fig.tight_layout()
     return fig
 
 
 def _png(fig: Figure) -> bytes:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=80)
+    fig.savefig(buffer, format="png", dpi=_DPI)
     return buffer.getvalue()
 
 
@@ -159,9 +165,9 @@ class HeadExplorer:
         self.svg_button.on_click(lambda _: self.export("svg"))
         grid = widgets.GridBox(self.switches, layout=widgets.Layout(
             grid_template_columns=f"repeat({model.num_heads}, 70px)"))
-        attention = type(model.blocks[0].attn).__name__
+        self.attention = type(model.blocks[0].attn).__name__
         self.widget = widgets.VBox([
-            widgets.HTML(f"<b>Head explorer</b> · attention module: <code>{attention}</code>"),
+            widgets.HTML(f"<b>Head explorer</b> · attention module: <code>{self.attention}</code>"),
             widgets.HBox([self.example, self.text]), self.typo,
             widgets.HBox([self.layer, self.head]), self.view,
             self.image, self.note,
@@ -224,11 +230,8 @@ class HeadExplorer:
         title = (f"layer {self.layer.value} head {self.head.value}{off}: entropy "
                  f"{float(entropy[0]):.2f} nats, previous-token {float(previous[0]):.2f}, "
                  f"first-token {float(w[1:, 0].mean()) if len(ids) > 1 else 1.0:.2f}")
-        with matplotlib.rc_context({"figure.max_open_warning": 0}):
-            if self.figure is not None:
-                plt.close(self.figure)
-            self.figure = draw_head(w, toy_data.decode(ids), title, self.view.value)
-            self.image.value = _png(self.figure)
+        self.figure = draw_head(w, toy_data.decode(ids), title, self.view.value)
+        self.image.value = _png(self.figure)
         self.draws += 1
         if self.table.value:
             self.table.value = _table_html(self.stats, (self.layer.value, self.head.value),
@@ -250,11 +253,26 @@ class HeadExplorer:
         self._refresh_table()
         self._redraw()
 
+    def state(self) -> str:
+        """The settings behind the current figure, in one line: input and heads switched off."""
+        off = [s.description for s in self.switches if not s.value]
+        heads = "heads off: " + ", ".join(off) if off else "all heads on"
+        return f"input: {self.text.value}; {heads}; attention: {self.attention}"
+
     def export(self, fmt: str) -> Path:
-        """Write the current figure as ``fmt`` (png or svg) into ``export_dir``; say where."""
+        """Write the current figure as ``fmt`` (png or svg) into ``export_dir``; say where.
+
+        The file records the state under the figure and in its metadata (PNG ``Description``,
+        SVG ``dc:description``), so a saved picture says which input and heads made it.
+        """
         self.export_dir.mkdir(parents=True, exist_ok=True)
         path = (self.export_dir / f"head_L{self.layer.value}H{self.head.value}.{fmt}").resolve()
-        self.figure.savefig(path, format=fmt, dpi=150 if fmt == "png" else None)
+        caption = self.figure.text(0.01, 0.0, self.state(), fontsize=_LABEL_PT - 1, va="top")
+        try:
+            self.figure.savefig(path, format=fmt, dpi=150 if fmt == "png" else None,
+                                bbox_inches="tight", metadata={"Description": self.state()})
+        finally:
+            caption.remove()
         self.saved.value = f"saved <code>{html.escape(str(path))}</code>"
         return path
 

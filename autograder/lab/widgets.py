@@ -104,7 +104,8 @@ def temperature_widget(scores, labels: Sequence[str] | None = None) -> widgets.V
     """
     controls = {
         "temperature": widgets.FloatLogSlider(value=1.0, base=10, min=-1.5, max=1.5, step=0.05,
-                                              description="temperature", continuous_update=False),
+                                              description="temperature", continuous_update=False,
+                                              style={"description_width": "initial"}),
     }
     return live_figure(lambda temperature: draw_temperature_softmax(scores, temperature, labels),
                        controls)

@@ -24,8 +24,11 @@
 # `raise NotImplementedError()`. The locked cell right after it checks your function and, if
 # something is wrong, says what the likely mistake is. Run it as often as you like. When grading,
 # hidden tests try more shapes and edge cases, so make the visible ones pass for the right reason.
-# From a terminal, `python -m autograder check 01_attention_from_scratch.ipynb` grades the whole
-# notebook for you.
+# **Run › Run All Cells** goes on past failing test cells, and past examples that need an
+# exercise you have not finished yet, so the plots and sliders further down run too; a failing
+# test cell still counts as failed when the notebook is graded.
+# In a terminal (**File › New › Terminal**), `python -m autograder check 01` grades the whole
+# notebook, hidden tests included.
 #
 # ## Shape legend
 #

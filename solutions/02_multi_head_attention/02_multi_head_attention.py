@@ -24,8 +24,13 @@
 # 5. Answer the interview question *"why not one wide head?"* with a count and a measurement.
 # 6. Sort out what heads are, and are not, known to learn.
 #
-# Run each test cell after its exercise;
-# `python -m autograder check 02_multi_head_attention.ipynb` grades the whole notebook.
+# **How this notebook is graded.** Run each test cell after its exercise: it names the likely
+# mistake when something is wrong. Hidden tests try more shapes when grading.
+# **Run › Run All Cells** goes on past failing test cells, and past examples that need an
+# exercise you have not finished yet, so the plots and sliders further down run too; a failing
+# test cell still counts as failed when the notebook is graded.
+# In a terminal (**File › New › Terminal**), `python -m autograder check 02` grades the whole
+# notebook, hidden tests included.
 #
 # ## Shape legend
 #

@@ -36,7 +36,11 @@
 # **How this notebook is graded.** Each exercise is a function you complete in place of
 # `raise NotImplementedError()`. The locked cell after it checks your function and names the
 # likely mistake when something is wrong. Hidden tests try more sizes when grading.
-# `python -m autograder check 03_masking.ipynb` grades the whole notebook from a terminal.
+# **Run › Run All Cells** goes on past failing test cells, and past examples that need an
+# exercise you have not finished yet, so the plots and sliders further down run too; a failing
+# test cell still counts as failed when the notebook is graded.
+# In a terminal (**File › New › Terminal**), `python -m autograder check 03` grades the whole
+# notebook, hidden tests included.
 #
 # The notebook stands on its own: attention is computed by PyTorch's
 # `F.scaled_dot_product_attention`, not by your code from notebook 01.

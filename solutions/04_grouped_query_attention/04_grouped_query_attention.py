@@ -32,8 +32,11 @@
 # **How this notebook is graded.** Each exercise is a function or class you complete in place of
 # `raise NotImplementedError()`. The locked cell after it checks your code and names the likely
 # mistake when something is wrong. Hidden tests try more sizes when grading.
-# `python -m autograder check 04_grouped_query_attention.ipynb` grades the whole notebook from a
-# terminal.
+# **Run › Run All Cells** goes on past failing test cells, and past examples that need an
+# exercise you have not finished yet, so the plots and sliders further down run too; a failing
+# test cell still counts as failed when the notebook is graded.
+# In a terminal (**File › New › Terminal**), `python -m autograder check 04` grades the whole
+# notebook, hidden tests included.
 #
 # You need notebook 02 (multi-head
 # attention) and the idea of a causal mask from notebook 03; attention itself is computed here by

@@ -34,8 +34,11 @@
 # **How this notebook is graded.** Exercises and quiz answers are checked by the locked cell
 # after them: run it as often as you like. Nothing here is graded by a timing: timings depend on
 # your machine and on what else it runs. Operation counts and FLOPs do not, so those are graded.
-# `python -m autograder check 05_parallel_vs_sequential.ipynb` grades the notebook and lists the
-# written answer under "manual".
+# **Run › Run All Cells** goes on past failing test cells, and past examples that need an
+# exercise you have not finished yet, so the plots and sliders further down run too; a failing
+# test cell still counts as failed when the notebook is graded.
+# In a terminal (**File › New › Terminal**), `python -m autograder check 05` grades the notebook
+# and lists the written answer under "manual".
 #
 # ## Shape legend
 #

@@ -34,8 +34,12 @@
 #
 # **How this notebook is graded.** Each exercise is a function in place of
 # `raise NotImplementedError()`; the locked cell after it checks it and names the likely mistake.
-# Hidden tests try more shapes when grading. `python -m autograder check 06_gpu_attention.ipynb`
-# grades the whole notebook. The written answer at the end is graded by a person.
+# Hidden tests try more shapes when grading. The written answer at the end is graded by a person.
+# **Run › Run All Cells** goes on past failing test cells, and past examples that need an
+# exercise you have not finished yet, so the plots and sliders further down run too; a failing
+# test cell still counts as failed when the notebook is graded.
+# In a terminal (**File › New › Terminal**), `python -m autograder check 06` grades the whole
+# notebook, hidden tests included.
 #
 # ## Shape legend
 #

@@ -32,8 +32,12 @@
 # **How this notebook is graded.** Each exercise is a function you complete in place of
 # `raise NotImplementedError()`. The locked cell after it checks your function and names the likely
 # mistake when something is wrong. Hidden tests try more shapes and models when grading. One
-# written answer is graded by a person. `python -m autograder check 07_exploring_heads.ipynb`
-# grades the whole notebook from a terminal.
+# written answer is graded by a person.
+# **Run › Run All Cells** goes on past failing test cells, and past examples that need an
+# exercise you have not finished yet, so the plots and sliders further down run too; a failing
+# test cell still counts as failed when the notebook is graded.
+# In a terminal (**File › New › Terminal**), `python -m autograder check 07` grades the whole
+# notebook, hidden tests included.
 #
 # ## Shape legend
 #

@@ -30,9 +30,12 @@
 # to earlier notebooks, then run the locked cell after it. A wrong answer gets a one-sentence
 # diagnosis that says what to reconsider, not what the answer is. Each answer is a variable
 # (`answer_...`) or a small function; replace `raise NotImplementedError()` and run the cell.
-# `python -m autograder check 08_interview_prep.ipynb` grades the whole notebook and lists the two
-# written answers under "manual". Section 6 maps every question to the notebook and section that
-# teaches it.
+# **Run › Run All Cells** goes on past failing test cells, and past examples that need an
+# exercise you have not finished yet, so the plots and sliders further down run too; a failing
+# test cell still counts as failed when the notebook is graded.
+# In a terminal (**File › New › Terminal**), `python -m autograder check 08` grades the whole
+# notebook and lists the two written answers under "manual". Section 6 maps every question to the
+# notebook and section that teaches it.
 #
 # ## Shape legend
 #
@@ -1034,8 +1037,8 @@ else:
 # %% [markdown]
 # ## 6 · If you got it wrong: where to revisit
 #
-# `python -m autograder check 08_interview_prep.ipynb` lists every test cell. For each one that
-# failed, this table names the notebook and section that teach it.
+# `python -m autograder check 08` lists every test cell. For each one that failed, this table
+# names the notebook and section that teach it.
 #
 # | test cell(s) | revisit |
 # |---|---|

@@ -45,6 +45,11 @@ def softmax_ignores_dim(x, dim=-1):
     return e / e.sum(-1, keepdim=True)
 
 
+def softmax_fixed_dim_minus_2(x, dim=-1):
+    e = (x - x.amax(-2, keepdim=True)).exp()  # stable, but along the wrong dimension
+    return e / e.sum(-2, keepdim=True)
+
+
 def softmax_no_keepdim(x, dim=-1):
     e = (x - x.amax(dim, keepdim=True)).exp()
     return e / e.sum(dim)
@@ -81,6 +86,9 @@ def softmax_float64(x, dim=-1):
 
 SOFTMAX_MISTAKES = [
     Mistake("ignores dim", softmax_ignores_dim, checks.check_softmax_values, "ignores `dim`"),
+    # The stability check must not contradict the values check's diagnosis (issue 16).
+    Mistake("dim=-2 (stable)", softmax_fixed_dim_minus_2, checks.check_softmax_stable,
+            "normalised along dim 0: use `dim` in every reduction"),
     Mistake("sum without keepdim", softmax_no_keepdim, checks.check_softmax_values, "keepdim=True"),
     Mistake(
         "sum over whole tensor", softmax_whole_sum, checks.check_softmax_values, "whole tensor"

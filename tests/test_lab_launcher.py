@@ -1,0 +1,91 @@
+"""`python -m autograder lab` and `check 01` as a learner types them (JupyterLab not started)."""
+
+import json
+import sys
+
+import nbformat
+import pytest
+
+from autograder import lab_launcher, paths
+from autograder.cli import main
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    monkeypatch.setattr(paths, "WORK_DIR", tmp_path / "work")
+    return tmp_path / "work"
+
+
+@pytest.fixture
+def launched(work, monkeypatch):
+    """Run the launcher with JupyterLab replaced by a recorder; returns its calls."""
+    calls = []
+
+    def call(command, env, cwd):
+        assert cwd == paths.WORK_DIR  # where JupyterLab's terminals open
+        calls.append((command, env))
+        return 0
+
+    monkeypatch.setattr(lab_launcher.subprocess, "call", call)
+    return calls
+
+
+def test_jupyterlab_options_pass_through(launched, capsys):
+    assert main(["lab", "--port", "8891", "--no-browser"]) == 0
+    ((command, _),) = launched
+    assert command[-3:] == ["--port", "8891", "--no-browser"]
+    assert command[:4] == [sys.executable, "-m", "jupyter", "lab"]
+
+
+def test_help_is_the_launchers_own(capsys):
+    with pytest.raises(SystemExit):
+        main(["lab", "--help"])
+    assert "passed to jupyter lab" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("root", [True, False])
+def test_root_gets_allow_root_and_a_notice(launched, monkeypatch, capsys, root):
+    monkeypatch.setattr(lab_launcher.os, "geteuid", lambda: 0 if root else 1000)
+    main(["lab"])
+    ((command, _),) = launched
+    assert ("--allow-root" in command) == root
+    notices = [line for line in capsys.readouterr().out.splitlines() if "root" in line]
+    assert len(notices) == (1 if root else 0), notices
+
+
+def test_course_settings_are_added_for_this_launch_only(launched, monkeypatch):
+    monkeypatch.setenv("JUPYTER_CONFIG_PATH", "/elsewhere")
+    main(["lab"])
+    ((_, env),) = launched
+    assert env["JUPYTER_CONFIG_PATH"].split(":") == [str(lab_launcher.JUPYTER_CONFIG), "/elsewhere"]
+    assert env["MHA_COURSE_BIN"] == str(paths.Path(sys.executable).parent)  # terminals' python
+    config = lab_launcher.JUPYTER_CONFIG / "labconfig"
+    overrides = json.loads((config / "default_setting_overrides.json").read_text())
+    assert overrides["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
+    disabled = json.loads((config / "page_config.json").read_text())["disabledExtensions"]
+    assert {"@jupyter/nbgrader:create-assignment", "@jupyter/nbgrader:formgrader"} <= set(disabled)
+
+
+def test_work_gets_the_start_page_and_stamped_notebooks(launched, work, first_notebook):
+    main(["lab"])
+    ((command, _),) = launched
+    assert (work / lab_launcher.START_PAGE).is_file()
+    assert f"--LabApp.default_url=/lab/tree/{lab_launcher.START_PAGE}" in command
+    assert f"--ServerApp.root_dir={work}" in command
+    nb = nbformat.read(work / first_notebook / f"{first_notebook}.ipynb", as_version=4)
+    assert nb.metadata.language_info.version == sys.version.split()[0]
+    mine = work / first_notebook / f"{first_notebook}.ipynb"
+    mine.write_text("my answers")
+    main(["lab"])
+    assert mine.read_text() == "my answers", "never overwrite the learner's work"
+
+
+@pytest.mark.parametrize("given", ["01", "01_attention_from_scratch"])
+def test_check_takes_a_notebook_number(work, monkeypatch, first_notebook, given):
+    notebook = work / first_notebook / f"{first_notebook}.ipynb"
+    notebook.parent.mkdir(parents=True)
+    notebook.write_text("{}")
+    for cwd in (work, notebook.parent, work.parent):
+        monkeypatch.chdir(cwd)
+        assert paths.notebook_argument(given).resolve() == notebook
+    assert paths.notebook_argument("99") == paths.Path("99")  # left for `check` to report
