@@ -262,14 +262,10 @@ def test_first_hour(lab):
     assert page.get_by_text("official Jupyter news").count() == 0, "the news popup appeared"
     page.close()
 
-    # Owned by other changes of the same issues: xfail (not fail) until they are merged.
-    missing = []
-    if "_core.py" in failed:
-        missing.append("a failing check still shows the grading package's frames (issue 15)")
-    if not re.match(r"\D{0,40}\d+(\.\d+)?\s*/\s*\d+", validate):
-        missing.append(f"Validate does not lead with a score (issue 16): {validate[:120]!r}")
-    if missing:
-        pytest.xfail("; ".join(missing))
+    assert "_core.py" not in failed, f"a failing check shows the grading package's frames: {failed}"
+    # nbgrader's dialog layout is fixed ("The following cell failed:", the cell, its error), so
+    # the score leads the first failing cell's error box.
+    assert re.search(r"Score: \d+(\.\d+)? / \d+", validate), validate[:300]
 
 
 def test_explorer_renders_and_responds(lab):
