@@ -26,7 +26,7 @@ from pathlib import Path
 
 import jupytext
 
-from autograder import paths
+from autograder import nbcell, paths
 from autograder.nbgrader_run import NbgraderRun
 
 RUN_ALL_GOES_ON = "raises-exception"  # the cell tag JupyterLab's Run All does not stop at
@@ -42,15 +42,9 @@ LANGUAGE_INFO = {
 }
 
 
-def is_test_cell(cell) -> bool:
-    """An autograded test cell: graded, not an answer."""
-    meta = cell.metadata.get("nbgrader", {})
-    return bool(meta.get("grade")) and not meta.get("solution")
-
-
 def run_all_goes_on(cell) -> bool:
     """A test cell or a demonstration (a code cell nbgrader does not manage): see above."""
-    return cell.cell_type == "code" and (is_test_cell(cell) or "nbgrader" not in cell.metadata)
+    return cell.cell_type == "code" and (nbcell.is_test(cell) or "nbgrader" not in cell.metadata)
 
 
 def instructor_notebook_text(notebook_id: str) -> str:
@@ -59,8 +53,7 @@ def instructor_notebook_text(notebook_id: str) -> str:
     nb.metadata.pop("jupytext", None)
     seen = set()
     for cell in nb.cells:  # stable ids: nbformat would draw random ones on every build
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        cell.id = grade_id or hashlib.sha1(cell.source.encode()).hexdigest()[:8]
+        cell.id = nbcell.grade_id(cell) or hashlib.sha1(cell.source.encode()).hexdigest()[:8]
         while cell.id in seen:
             cell.id = hashlib.sha1(cell.id.encode()).hexdigest()[:8]
         seen.add(cell.id)

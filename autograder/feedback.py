@@ -10,6 +10,8 @@ import re
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 
+from autograder import nbcell
+
 HIDDEN_REGION = re.compile(
     r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[^\n]*\n?",
     re.DOTALL | re.MULTILINE,
@@ -17,16 +19,11 @@ HIDDEN_REGION = re.compile(
 HIDDEN_NOTE = "# (hidden tests run here; their code is not shown)\n"
 
 
-def is_test_cell(cell) -> bool:
-    meta = cell.metadata.get("nbgrader", {})
-    return cell.cell_type == "code" and meta.get("grade", False) and not meta.get("solution", False)
-
-
 class HideHiddenTests(NbGraderPreprocessor):
     """Strip hidden tests from test cells and shorten their tracebacks."""
 
     def preprocess_cell(self, cell, resources, cell_index):
-        if is_test_cell(cell):
+        if nbcell.is_test(cell):
             cell.source = HIDDEN_REGION.sub(HIDDEN_NOTE, cell.source)
             for output in cell.get("outputs", []):
                 if output.output_type == "error":
@@ -53,20 +50,20 @@ class ValidationSummary:
     def cell_started(self, cell, cell_index, **_) -> None:
         if cell_index == 0:
             self.__init__()
-        if is_test_cell(cell):
-            self.points[id(cell)] = float(cell.metadata["nbgrader"].get("points", 0))
+        if nbcell.is_test(cell):
+            self.points[id(cell)] = nbcell.points(cell)
         self._headline()
 
     def cell_failed(self, cell, cell_index, **_) -> None:
         from autograder.grading import explain_error
 
         errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
-        if not is_test_cell(cell) or not errors:
+        if not nbcell.is_test(cell) or not errors:
             return
         for output in errors:
             if output.ename != "CheckFailure":
                 output.traceback = [explain_error(output.ename, str(output.evalue))]
-        self.points.setdefault(id(cell), float(cell.metadata["nbgrader"].get("points", 0)))
+        self.points.setdefault(id(cell), nbcell.points(cell))
         self.failed[id(cell)] = self.points[id(cell)]
         if self.first is None:
             self.first, self.first_traceback = errors[-1], list(errors[-1].traceback)

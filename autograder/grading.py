@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 from tqdm import tqdm
 
-from autograder import paths
+from autograder import nbcell, paths
 from autograder.classroom.isolation import Limits
 from autograder.nbgrader_run import NbgraderRun
 
@@ -98,7 +98,7 @@ def _messages(notebook: Path) -> dict[str, str]:
     nb = nbformat.read(notebook, as_version=4)
     messages = {}
     for cell in nb.cells:
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        grade_id = nbcell.grade_id(cell)
         errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
         if grade_id and errors:
             messages[grade_id] = explain_error(errors[-1].ename, errors[-1].evalue)
@@ -108,8 +108,9 @@ def _messages(notebook: Path) -> dict[str, str]:
 def _graded_cells(notebook_id: str) -> tuple[list[str], set[str]]:
     """The instructor notebook's grade ids in order, and those graded by hand (written answers)."""
     nb = nbformat.read(paths.solution_notebook(notebook_id), as_version=4)
-    meta = [c.metadata["nbgrader"] for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
-    return [m["grade_id"] for m in meta], {m["grade_id"] for m in meta if m.get("solution")}
+    graded = [c for c in nb.cells if nbcell.is_graded(c)]
+    answers = {nbcell.grade_id(c) for c in graded if nbcell.is_answer(c)}
+    return [nbcell.grade_id(c) for c in graded], answers
 
 
 def _result_from_gradebook(run: NbgraderRun, sub: Submission) -> NotebookResult:

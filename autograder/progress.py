@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from autograder import paths
+from autograder import nbcell, paths
 
 
 def _answers(path: Path) -> dict[str, str] | None:
@@ -18,10 +18,11 @@ def _answers(path: Path) -> dict[str, str] | None:
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
         answers = {}
         for cell in cells:
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            if meta.get("solution"):
+            if nbcell.is_answer(cell):
                 source = cell.get("source", "")
-                answers[meta["grade_id"]] = "".join(source) if isinstance(source, list) else source
+                answers[nbcell.meta(cell)["grade_id"]] = (
+                    "".join(source) if isinstance(source, list) else source
+                )
         return answers
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
@@ -36,10 +37,9 @@ def not_started(path: Path, notebook_id: str) -> bool:
 def _points(notebook_id: str) -> tuple[float, int]:
     """Automatic points of a notebook and its number of answers graded by a person."""
     cells = json.loads(paths.release_notebook(notebook_id).read_text(encoding="utf-8"))["cells"]
-    graded = [c["metadata"]["nbgrader"] for c in cells
-              if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
-    return (sum(float(m.get("points", 0)) for m in graded if not m.get("solution")),
-            sum(1 for m in graded if m.get("solution")))
+    graded = [c for c in cells if nbcell.is_graded(c)]
+    return (sum(nbcell.points(c) for c in graded if not nbcell.is_answer(c)),
+            sum(1 for c in graded if nbcell.is_answer(c)))
 
 
 def _status(result) -> str:

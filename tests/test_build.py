@@ -7,7 +7,7 @@ import jupytext
 import nbformat
 import pytest
 
-from autograder import build, paths
+from autograder import build, nbcell, paths
 from conftest import autograder
 
 pytestmark = pytest.mark.slow
@@ -59,7 +59,7 @@ def test_release_suits_jupyterlab(notebook_id):
     assert nb.metadata.language_info == build.LANGUAGE_INFO  # the version is added by `make lab`
     tagged = [build.RUN_ALL_GOES_ON in c.metadata.get("tags", []) for c in nb.cells]
     assert tagged == [build.run_all_goes_on(c) for c in nb.cells] and any(tagged)
-    answers = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    answers = [c for c in nb.cells if nbcell.is_answer(c)]
     assert not any(build.RUN_ALL_GOES_ON in c.metadata.get("tags", []) for c in answers)
 
 

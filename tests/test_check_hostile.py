@@ -18,11 +18,10 @@ from hostile import (
     _last_test_of,
     filled,
     insert_after,
-    is_test,
     minimal,
 )
 
-from autograder import paths
+from autograder import nbcell, paths
 from autograder.build import instructor_notebook_text
 from autograder.cli import main
 from conftest import autograder
@@ -75,15 +74,15 @@ def test_repaired_structure_keeps_full_marks(tmp_path):
     """Test cells duplicated (the commonest accident), one deleted, answers' metadata stripped,
     a sys.exit() cell and a cell printing over the output cap: full marks, each repair noted."""
     nb = _correct()
-    nb.cells = [d for c in nb.cells for d in ([c, _copy(c)] if is_test(c) else [c])]
+    nb.cells = [d for c in nb.cells for d in ([c, _copy(c)] if nbcell.is_test(c) else [c])]
     for i, cell in enumerate(nb.cells):
         if i and cell.id == nb.cells[i - 1].id:
             cell.id = f"copy-{i}"
     deleted = _last_test_of(nb, SDPA)
-    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != deleted]
+    nb.cells = [c for c in nb.cells if nbcell.grade_id(c) != deleted]
     insert_after(nb, SDPA, "import sys\nsys.exit(3)\n")
     for cell in nb.cells:
-        if cell.metadata.get("nbgrader", {}).get("solution"):
+        if nbcell.is_answer(cell):
             cell.metadata.pop("nbgrader")
     nb.cells.append(nbformat.v4.new_code_cell("for _i in range(12000):\n    print('y' * 100)\n"))
     result, _ = _check(tmp_path, nb, "repaired")

@@ -11,7 +11,7 @@ import pytest
 import torch
 from mistakes import interview as impl
 
-from autograder import paths
+from autograder import nbcell, paths
 from autograder.checks import interview as checks
 from autograder.checks._core import CheckFailure
 
@@ -156,7 +156,7 @@ def _notebook_functions() -> dict:
     nb = jupytext.read(paths.source_text(NOTEBOOK))
     namespace = {"torch": torch, "math": math, "nn": torch.nn, "F": torch.nn.functional}
     for cell in nb.cells:
-        if cell.metadata.get("nbgrader", {}).get("grade_id", "").startswith("given_buggy_"):
+        if (nbcell.grade_id(cell) or "").startswith("given_buggy_"):
             exec(cell.source, namespace)  # the course's own notebook source
     return {name: fn for name, fn in namespace.items() if name.lower().startswith("buggy")}
 

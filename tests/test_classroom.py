@@ -14,7 +14,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from autograder import paths
+from autograder import nbcell, paths
 from autograder.classroom.execute import GradingExecute
 from autograder.classroom.feedback import ClassroomFeedback
 from autograder.classroom.files import folder_digest, read_json, write_atomic
@@ -149,7 +149,7 @@ def test_scan_is_quiet_on_the_instructor_answers():
 
     nb = nbformat.reads(instructor_notebook_text(NB), as_version=4)
     answers = {c.metadata["nbgrader"]["grade_id"] for c in nb.cells if "nbgrader" in c.metadata}
-    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id")]
+    nb.cells = [c for c in nb.cells if nbcell.grade_id(c)]
     assert scan_notebook(nb, answers) == []
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import paths
+from autograder import nbcell, paths
 
 pytestmark = pytest.mark.slow
 
@@ -189,7 +189,7 @@ def _write_softmax(notebook: Path) -> None:
     nb = nbformat.read(notebook, as_version=4)
     solution = nbformat.read(paths.solution_notebook(FIRST), as_version=4)
     answer, mine = (
-        next(c for c in n.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "softmax")
+        next(c for c in n.cells if nbcell.grade_id(c) == "softmax")
         for n in (solution, nb)
     )
     mine.source = answer.source

@@ -25,7 +25,7 @@ import nbformat
 import pytest
 from hostile import filled, notebooks
 
-from autograder import paths
+from autograder import nbcell, paths
 from conftest import autograder
 
 IDS = [
@@ -60,10 +60,6 @@ _r.intercept = _forge
 """
 
 
-def _meta(cell) -> dict:
-    return cell.metadata.get("nbgrader", {})
-
-
 def _noop_checks(nb) -> str:
     names = sorted({n for c in nb.cells for n in re.findall(r"\bcheck_\w+", c.source)})
     return "".join(f"{n} = lambda *a, **k: None\n" for n in names)
@@ -75,23 +71,23 @@ def _junk(source: str) -> str:
 
 
 def _after_setup(nb, source: str):
-    index = next(i for i, c in enumerate(nb.cells) if _meta(c).get("grade_id") == "setup")
+    index = next(i for i, c in enumerate(nb.cells) if nbcell.grade_id(c) == "setup")
     nb.cells.insert(index + 1, nbformat.v4.new_code_cell(source))
     return nb
 
 
 def _answers_source(solution) -> str:
-    cells = [c.source for c in solution.cells if _meta(c).get("solution") and c.cell_type == "code"]
+    cells = [c.source for c in solution.cells if nbcell.is_answer(c) and c.cell_type == "code"]
     text = "\n".join(cells)
     return "\n".join(s for s in text.splitlines() if "### BEGIN" not in s and "### END" not in s)
 
 
 def _submissions(tmp_path, nb_id) -> dict:
     solution, release = notebooks(tmp_path / nb_id, nb_id)
-    setup = next(c.source for c in solution.cells if _meta(c).get("grade_id") == "setup")
+    setup = next(c.source for c in solution.cells if nbcell.grade_id(c) == "setup")
     junk = nbformat.from_dict(json.loads(json.dumps(release)))
     for cell in junk.cells:
-        if _meta(cell).get("solution") and cell.cell_type == "code":
+        if nbcell.is_answer(cell) and cell.cell_type == "code":
             cell.source = _junk(cell.source)
     copy = lambda nb: nbformat.from_dict(json.loads(json.dumps(nb)))  # noqa: E731
     forger = "import math, torch\nfrom torch import nn\nimport torch.nn.functional as F\n"

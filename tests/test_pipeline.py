@@ -14,23 +14,16 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder import paths
+from autograder import nbcell, paths
 from autograder.feedback import HIDDEN_REGION
 from conftest import REPO, run
 
 pytestmark = pytest.mark.slow
 
 
-def _is_test(cell) -> bool:
-    meta = cell.metadata.get("nbgrader", {})
-    return meta.get("grade") and not meta.get("solution")
-
-
 def _first_answer(nb) -> str:
     return next(
-        c.metadata.nbgrader.grade_id
-        for c in nb.cells
-        if c.metadata.get("nbgrader", {}).get("solution")
+        nbcell.grade_id(c) for c in nb.cells if nbcell.is_answer(c)
     )
 
 
@@ -41,19 +34,21 @@ def _submissions(nb_id: str) -> dict[str, nbformat.NotebookNode]:
 
     tampered = nbformat.from_dict(release)  # stub answers, tests edited to pass or deleted
     for i, cell in enumerate(tampered.cells):
-        if _is_test(cell):
+        if nbcell.is_test(cell):
             cell.source = "pass" if i % 2 else cell.source
-    tampered.cells = [c for i, c in enumerate(tampered.cells) if not (_is_test(c) and i % 3 == 0)]
+    tampered.cells = [
+        c for i, c in enumerate(tampered.cells) if not (nbcell.is_test(c) and i % 3 == 0)
+    ]
 
     deleted_tests = nbformat.from_dict(solution)  # right answers, every test cell deleted
-    deleted_tests.cells = [c for c in deleted_tests.cells if not _is_test(c)]
+    deleted_tests.cells = [c for c in deleted_tests.cells if not nbcell.is_test(c)]
 
     noisy = nbformat.from_dict(solution)  # right answers that also write to stderr and warn
     name = _first_answer(solution)
     position = next(
         i
         for i, c in enumerate(noisy.cells)
-        if c.metadata.get("nbgrader", {}).get("grade_id") == name
+        if nbcell.grade_id(c) == name
     )
     noisy.cells.insert(
         position + 1,
@@ -145,7 +140,7 @@ def _hidden_test_lines(nb_id: str) -> set[str]:
     return {
         line.strip()
         for cell in nb.cells
-        if _is_test(cell)
+        if nbcell.is_test(cell)
         for region in HIDDEN_REGION.findall(cell.source)
         for line in region.splitlines()[1:-1]
         if line.strip()

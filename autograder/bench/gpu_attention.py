@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from autograder import paths
+from autograder import nbcell, paths
 from autograder.lab import triton_support
 from autograder.lab.gpu import attention_flops
 
@@ -55,7 +55,7 @@ def load_notebook_kernel(source: Path | None = None) -> Callable:
 
     source = source or paths.source_text(NOTEBOOK)
     cells = jupytext.read(source).cells
-    cell = next(c for c in cells if c.metadata.get("nbgrader", {}).get("grade_id") == TRITON_CELL)
+    cell = next(c for c in cells if nbcell.grade_id(c) == TRITON_CELL)
     folder = Path(tempfile.mkdtemp(prefix="nb06-kernel-"))
     module_file = folder / "nb06_triton_attention.py"
     module_file.write_text(_HEADER + cell.source + "\n", encoding="utf-8")

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import nbformat
 
+from autograder import nbcell
 from autograder.classroom.isolation import (
     Limits,
     describe,
@@ -62,7 +63,7 @@ def make_submissions(root: Path, n: int, notebook: str) -> dict[str, str]:
         student = f"student{i:03d}"
         nb = nbformat.from_dict(json.loads(json.dumps(release if kind == "stub" else solution)))
         for cell in nb.cells:
-            meta = cell.metadata.get("nbgrader", {})
+            meta = nbcell.meta(cell)
             if meta.get("solution") and kind == "wrong":
                 name = meta["grade_id"]
                 cell.source = f"def {name}(*args, **kwargs):\n    return args[0] * 0\n"

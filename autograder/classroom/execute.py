@@ -29,6 +29,7 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer
 
+from autograder import nbcell
 from autograder.checks.replay import MAX_RECORDING_BYTES, MIME, probe_source
 from autograder.classroom.kernels import SandboxKernelManager
 
@@ -39,11 +40,6 @@ SIGNALS = {
     -6: "it aborted",
     -7: "it crashed (bus error)",
 }
-
-
-def is_test(cell) -> bool:
-    meta = cell.metadata.get("nbgrader", {})
-    return cell.cell_type == "code" and meta.get("grade") and not meta.get("solution")
 
 
 def not_run(reason: str):
@@ -74,8 +70,8 @@ class GradingExecute(Execute):
         cells = []
         for cell in nb.cells:
             cells.append(cell)
-            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-            if self.verify and is_test(cell):
+            grade_id = nbcell.grade_id(cell)
+            if self.verify and nbcell.is_test(cell):
                 probe = nbformat.v4.new_code_cell(probe_source(cell.source))
                 probe.metadata["mha_verify"] = grade_id
                 cells.append(probe)
@@ -176,7 +172,7 @@ class GradingExecute(Execute):
         took = round(time.monotonic() - began, 2)
         if took > self._timing["slowest_cell"][0]:
             self._timing["slowest_cell"] = (took, self._number(index))
-        if is_test(cell):
+        if nbcell.is_test(cell):
             self._keep_own_result(cell)
         return cell, resources
 
@@ -188,9 +184,9 @@ class GradingExecute(Execute):
     def _cell(self, index: int) -> str:
         """``cell 7 (`softmax`)``, or ``cell 8 (after `test_softmax`)`` for a learner's own cell."""
         named = [
-            (i, c.metadata.get("nbgrader", {}).get("grade_id"))
+            (i, nbcell.grade_id(c))
             for i, c in enumerate(self.nb.cells[: index + 1])
-            if c.metadata.get("nbgrader", {}).get("grade_id")
+            if nbcell.grade_id(c)
         ]
         where = ""
         if named and named[-1][0] == index:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 
-from autograder.feedback import HIDDEN_REGION, HideHiddenTests, is_test_cell
+from autograder import nbcell
+from autograder.feedback import HIDDEN_REGION, HideHiddenTests
 
 MESSAGE_CHARS = 300
 REDACTED = "[hidden test]"
@@ -22,7 +23,7 @@ def hidden_lines(nb) -> list[str]:
     """Lines of hidden-test source worth redacting (long enough to be specific)."""
     lines = set()
     for cell in nb.cells:
-        if not is_test_cell(cell):
+        if not nbcell.is_test(cell):
             continue
         for block in HIDDEN_REGION.findall(cell.source):
             for line in block.splitlines()[1:-1]:
@@ -50,7 +51,7 @@ class ClassroomFeedback(HideHiddenTests):
         if cell.cell_type != "code":
             return cell, resources
         kept = []
-        if is_test_cell(cell):
+        if nbcell.is_test(cell):
             errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
             for output in errors[-1:]:
                 output.ename = redact(str(output.ename), self._hidden)[:80]

@@ -27,6 +27,7 @@ import zmq
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
+from autograder import nbcell
 from autograder.classroom.isolation import (
     Isolation,
     Limits,
@@ -278,7 +279,7 @@ def warm_modules(source_notebook: Path) -> list[str]:
     modules = list(BASE_WARM_MODULES)
     nb = nbformat.read(source_notebook, as_version=4)
     for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
+        meta = nbcell.meta(cell)
         if cell.cell_type != "code" or not meta.get("locked") or meta.get("solution"):
             continue
         try:

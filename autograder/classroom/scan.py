@@ -12,6 +12,8 @@ import re
 
 from IPython.core.inputtransformer2 import TransformerManager
 
+from autograder import nbcell
+
 LIBRARIES = {"torch", "F", "nn", "np", "numpy", "math", "builtins", "autograder", "IPython"}
 CALLS = {
     "setattr": "patches an attribute with setattr",
@@ -149,7 +151,7 @@ def scan_notebook(nb, answer_names: set[str]) -> list[str]:
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
-        meta = cell.metadata.get("nbgrader", {})
+        meta = nbcell.meta(cell)
         if meta.get("locked") and not meta.get("solution"):
             if meta.get("grade"):
                 test_sources.append(cell.source)

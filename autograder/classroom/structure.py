@@ -19,6 +19,7 @@ from pathlib import Path
 
 import nbformat
 
+from autograder import nbcell
 from autograder.notebook_files import NotebookError, read_notebook
 
 SKIPPED_DIRS = {".ipynb_checkpoints", "__pycache__", ".git"}
@@ -29,12 +30,8 @@ class SubmissionError(Exception):
     """The submission cannot be graded; the message says why, in one line."""
 
 
-def _meta(cell) -> dict:
-    return cell.metadata.get("nbgrader", {}) or {}
-
-
 def _grade_id(cell) -> str | None:
-    meta = _meta(cell)
+    meta = nbcell.meta(cell)
     if meta.get("grade") or meta.get("solution") or meta.get("locked"):
         return meta.get("grade_id")
     return None
@@ -49,13 +46,13 @@ def restore_structure(nb, release) -> list[str]:
         gid = _grade_id(cell)
         if gid:
             present[gid] = present.get(gid, 0) + 1
-    by_source = {c.source.strip(): gid for gid, c in reference.items() if _meta(c).get("locked")}
+    by_source = {c.source.strip(): gid for gid, c in reference.items() if nbcell.is_locked(c)}
     for cell in nb.cells:
         if _grade_id(cell):
             continue
         gid = cell.get("id") if cell.get("id") in reference else by_source.get(cell.source.strip())
         if gid and gid not in present and reference[gid].cell_type == cell.cell_type:
-            cell.metadata["nbgrader"] = dict(_meta(reference[gid]))
+            cell.metadata["nbgrader"] = dict(nbcell.meta(reference[gid]))
             present[gid] = 1
             notes.append(f"restored the grading metadata of cell `{gid}` (stripped by an editor?)")
     for gid, count in present.items():
@@ -69,12 +66,12 @@ def restore_structure(nb, release) -> list[str]:
     for i, gid in enumerate(order):
         if gid in present:
             continue
-        meta = _meta(reference[gid])
-        if meta.get("grade") and not meta.get("solution"):
+        ref = reference[gid]
+        if nbcell.is_graded(ref) and not nbcell.is_answer(ref):
             notes.append(f"test cell `{gid}` was deleted: nbgrader puts it back")
-        elif meta.get("solution"):
+        elif nbcell.is_answer(ref):
             notes.append(f"answer cell `{gid}` was deleted or lost its metadata")
-        elif meta.get("locked"):
+        elif nbcell.is_locked(ref):
             earlier = [g for g in order[:i] if g in present]
             position = 0
             if earlier:

@@ -34,8 +34,9 @@ from nbgrader.preprocessors import (
 )
 from traitlets.config import Config
 
+from autograder import nbcell
 from autograder.checks.replay import replay_cell
-from autograder.classroom.execute import GradingExecute, is_test
+from autograder.classroom.execute import GradingExecute
 from autograder.classroom.feedback import ClassroomFeedback
 from autograder.classroom.files import copy_atomic, write_json
 from autograder.classroom.gradebook import submission_record
@@ -253,12 +254,10 @@ class Worker:
         run = runs.get(nb_id, {})
         cells, manual, changed = [], [], False
         answers = {
-            c.metadata["nbgrader"]["grade_id"]
-            for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("solution")
+nbcell.grade_id(c) for c in nb.cells if nbcell.is_answer(c)
         }
         suspicious = scan_notebook(nb, answers)
-        by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nb.cells if is_test(c)}
+        by_id = {nbcell.grade_id(c): c for c in nb.cells if nbcell.is_test(c)}
         for grade in gb.find_submission_notebook(nb_id, assignment, student).grades:
             if grade.cell_type == "markdown" or grade.auto_score is None:
                 manual.append({"grade_id": grade.name, "max_score": float(grade.max_score)})
@@ -288,7 +287,7 @@ class Worker:
                     changed |= _withdraw(grade, entry, cell, message, "refuted")
                     result["flags"].append(f"{grade.name}: refuted ({problem})")
             cells.append(entry)
-        order = {c.metadata.get("nbgrader", {}).get("grade_id"): i for i, c in enumerate(nb.cells)}
+        order = {nbcell.grade_id(c): i for i, c in enumerate(nb.cells)}
         cells.sort(key=lambda e: order.get(e["grade_id"], len(order)))
         result["flags"] += suspicious
         if run.get("truncated"):

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import nbformat
 
+from autograder import nbcell
+
 SOFTMAX, SDPA = "softmax", "scaled_dot_product_attention"
 FULL = 10.0
 
@@ -59,22 +61,14 @@ class Case:
     extra: dict = field(default_factory=dict)
 
 
-def _meta(cell) -> dict:
-    return cell.metadata.get("nbgrader", {}) or {}
-
-
-def is_test(cell) -> bool:
-    return bool(_meta(cell).get("grade")) and not _meta(cell).get("solution")
-
-
 def filled(release, solution) -> nbformat.NotebookNode:
     """The release notebook with the instructor's answers typed in, as a learner would hand it in
     (no solution markers, no hidden tests)."""
-    answers = {_meta(c)["grade_id"]: c.source for c in solution.cells if _meta(c).get("solution")}
+    answers = {nbcell.grade_id(c): c.source for c in solution.cells if nbcell.is_answer(c)}
     nb = _copy(release)
     for cell in nb.cells:
-        if _meta(cell).get("solution") and _meta(cell)["grade_id"] in answers:
-            lines = answers[_meta(cell)["grade_id"]].splitlines()
+        if nbcell.is_answer(cell) and nbcell.grade_id(cell) in answers:
+            lines = answers[nbcell.grade_id(cell)].splitlines()
             cell.source = "\n".join(
                 line
                 for line in lines
@@ -86,16 +80,16 @@ def filled(release, solution) -> nbformat.NotebookNode:
 def minimal(nb) -> nbformat.NotebookNode:
     """Only the set-up, answer and test cells (a learner may delete demo and markdown cells)."""
     nb = _copy(nb)
-    nb.cells = [c for c in nb.cells if _meta(c).get("grade_id")]
+    nb.cells = [c for c in nb.cells if nbcell.grade_id(c)]
     return nb
 
 
 def _index(nb, grade_id: str) -> int:
-    return next(i for i, c in enumerate(nb.cells) if _meta(c).get("grade_id") == grade_id)
+    return next(i for i, c in enumerate(nb.cells) if nbcell.grade_id(c) == grade_id)
 
 
 def _last_test_of(nb, function: str) -> str:
-    ids = [_meta(c)["grade_id"] for c in nb.cells if is_test(c)]
+    ids = [nbcell.grade_id(c) for c in nb.cells if nbcell.is_test(c)]
     return [g for g in ids if g.startswith(f"test_{function}")][-1]
 
 
@@ -170,7 +164,7 @@ def catalogue(solution, release, places: dict[str, str]) -> list[Case]:
         {
             name.strip().rstrip(",")
             for c in nb.cells
-            if _meta(c).get("grade_id") == "setup"
+            if nbcell.grade_id(c) == "setup"
             for name in c.source.split()
             if name.strip().rstrip(",").startswith("check_")
         }
@@ -370,7 +364,7 @@ def catalogue(solution, release, places: dict[str, str]) -> list[Case]:
     ]
     tampered = stub(nb)
     for cell in tampered.cells:
-        if is_test(cell):
+        if nbcell.is_test(cell):
             cell.source = "pass"
     cases.append(
         Case(
@@ -381,7 +375,7 @@ def catalogue(solution, release, places: dict[str, str]) -> list[Case]:
         )
     )
     deleted = _copy(nb)
-    deleted.cells = [c for c in deleted.cells if not is_test(c)]
+    deleted.cells = [c for c in deleted.cells if not nbcell.is_test(c)]
     cases.append(
         Case(
             "deleted_tests",
@@ -391,7 +385,9 @@ def catalogue(solution, release, places: dict[str, str]) -> list[Case]:
         )
     )
     duplicated = _copy(nb)
-    duplicated.cells = [d for c in duplicated.cells for d in ([c, _copy(c)] if is_test(c) else [c])]
+    duplicated.cells = [
+        d for c in duplicated.cells for d in ([c, _copy(c)] if nbcell.is_test(c) else [c])
+    ]
     for i, cell in enumerate(duplicated.cells):
         cell.id = f"cell-{i}"
     cases.append(
@@ -414,7 +410,7 @@ def catalogue(solution, release, places: dict[str, str]) -> list[Case]:
         )
     )
     no_setup = _copy(nb)
-    no_setup.cells = [c for c in no_setup.cells if _meta(c).get("grade_id") != "setup"]
+    no_setup.cells = [c for c in no_setup.cells if nbcell.grade_id(c) != "setup"]
     cases.append(
         Case(
             "deleted_setup",
