@@ -136,8 +136,7 @@ def _result_from_gradebook(run: NbgraderRun, sub: Submission) -> NotebookResult:
     return result
 
 
-def _grade_one(run: NbgraderRun, sub: Submission) -> NotebookResult:
-    from autograder.classroom.execute import GradingExecute
+def _grade_one(run: NbgraderRun, records: dict, sub: Submission) -> NotebookResult:
     from autograder.classroom.structure import SubmissionError, prepare
 
     nb_id, name = sub.notebook_id, f"{sub.notebook_id}.ipynb"
@@ -150,9 +149,9 @@ def _grade_one(run: NbgraderRun, sub: Submission) -> NotebookResult:
         except SubmissionError as err:
             failed.error = str(err)
             return failed
-    GradingExecute.runs = {}
+    records.clear()
     outcome = run.autograde(nb_id, sub.student_id)
-    ran = GradingExecute.runs.get(nb_id, {})
+    ran = records.get(nb_id, {})
     if ran.get("kernel_failed_to_start"):
         failed.error = (
             f"the grading kernel could not start (not your notebook's fault): {ran['stopped']}"
@@ -172,7 +171,9 @@ def _grade_one(run: NbgraderRun, sub: Submission) -> NotebookResult:
 
 @contextlib.contextmanager
 def _grading_course(tmp: Path, limits: Limits):
-    """An nbgrader run with the classroom's settings, verification off, sandboxed if possible."""
+    """(An nbgrader run with the classroom's settings, verification off, sandboxed if possible,
+    the records of its notebooks' runs)."""
+    from autograder.classroom.execute import RunRecords
     from autograder.classroom.isolation import detect, prepare_font_cache
     from autograder.classroom.launch import prepare_runtime, write_kernelspec
     from autograder.classroom.worker import nbgrader_config
@@ -180,11 +181,12 @@ def _grading_course(tmp: Path, limits: Limits):
     iso = detect()
     fonts = prepare_font_cache(tmp / "fonts") if iso.sandboxed else None
     write_kernelspec(tmp / "jupyter", iso, limits, None, fonts)
-    config = nbgrader_config(limits, prepare_runtime(tmp / "kernel"), verify=False)
+    records = RunRecords()
+    config = nbgrader_config(limits, prepare_runtime(tmp / "kernel"), verify=False, records=records)
     saved = os.environ.get("JUPYTER_PATH")
     os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(tmp / "jupyter"), saved]))
     try:
-        yield NbgraderRun(tmp / "course", config)
+        yield NbgraderRun(tmp / "course", config), records
     finally:
         if saved is None:
             os.environ.pop("JUPYTER_PATH", None)
@@ -201,7 +203,7 @@ def grade_submissions(
     ``limits`` gives the time limits (default: 60 s per cell, 300 s per notebook).
     """
     with tempfile.TemporaryDirectory(prefix="mha-grade-") as tmp:
-        with _grading_course(Path(tmp), limits or Limits()) as run:
+        with _grading_course(Path(tmp), limits or Limits()) as (run, records):
             for nb_id in sorted({s.notebook_id for s in submissions}):
                 source = run.root / "source" / nb_id
                 shutil.copytree(paths.SOLUTIONS_DIR / nb_id, source, ignore=run.ignore_patterns())
@@ -210,5 +212,5 @@ def grade_submissions(
             results = []
             for sub in bar:
                 bar.set_postfix_str(sub.notebook_id)
-                results.append(_grade_one(run, sub))
+                results.append(_grade_one(run, records, sub))
             return results

@@ -21,13 +21,12 @@ import json
 import math
 import time
 from collections import defaultdict
-from typing import ClassVar
 
 import nbformat
 from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Integer
+from traitlets import Bool, Instance, Integer
 
 from autograder import nbcell
 from autograder.checks.replay import MAX_RECORDING_BYTES, MIME, probe_source
@@ -52,6 +51,18 @@ def _has_error(cell) -> bool:
     return any(o.output_type == "error" for o in cell.get("outputs", []))
 
 
+class RunRecords(dict):
+    """notebook id -> what happened when it ran, filled by :class:`GradingExecute`.
+
+    The caller of nbgrader creates one, hands it over in the config
+    (``c.GradingExecute.records``) and reads it after ``autograde``. traitlets deep-copies config
+    values; this one stays the caller's own object.
+    """
+
+    def __deepcopy__(self, memo):
+        return self
+
+
 class GradingExecute(Execute):
     """Execute with a notebook budget, definite grades when the kernel fails, and verification."""
 
@@ -59,7 +70,9 @@ class GradingExecute(Execute):
     output_limit = Integer(1024**2, help="Output bytes kept per cell.").tag(config=True)
     verify = Bool(True, help="Record passed test cells' checks for replay.").tag(config=True)
 
-    runs: ClassVar[dict] = {}  # notebook id -> what happened; the worker reads it back
+    records = Instance(RunRecords, allow_none=True, help="Where each run is recorded.").tag(
+        config=True
+    )
 
     def __init__(self, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxKernelManager)
@@ -103,7 +116,7 @@ class GradingExecute(Execute):
             payloads = [p if isinstance(p, str) else json.dumps(p) for p in payloads]
             dumps[grade_id] = payloads[-1] if payloads else None
         nb.cells = kept
-        GradingExecute.runs[notebook_id] = {
+        record = {
             "dumps": dumps,
             "stopped": self._stop,
             "kernel_failed_to_start": not started,
@@ -111,6 +124,8 @@ class GradingExecute(Execute):
             "seconds": round(time.monotonic() - self._start, 2),
             "timing": self._timing,
         }
+        if self.records is not None:
+            self.records[notebook_id] = record
         return nb, resources
 
     async def async_start_new_kernel(self, **kwargs):

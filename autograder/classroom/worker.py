@@ -36,7 +36,7 @@ from traitlets.config import Config
 
 from autograder import nbcell
 from autograder.checks.replay import replay_cell
-from autograder.classroom.execute import GradingExecute
+from autograder.classroom.execute import GradingExecute, RunRecords
 from autograder.classroom.feedback import ClassroomFeedback
 from autograder.classroom.files import copy_atomic, write_json
 from autograder.classroom.gradebook import submission_record
@@ -78,7 +78,8 @@ class GradingFailed(Exception):
     """nbgrader or the infrastructure failed; the submission is reported, not scored."""
 
 
-def nbgrader_config(limits: Limits, runtime: Path, verify: bool) -> Config:
+def nbgrader_config(limits: Limits, runtime: Path, verify: bool, records: RunRecords) -> Config:
+    """The classroom's nbgrader settings; each notebook's run is recorded in ``records``."""
     c = Config()
     c.Autograde.autograde_preprocessors = [
         GradingExecute,
@@ -94,6 +95,7 @@ def nbgrader_config(limits: Limits, runtime: Path, verify: bool) -> Config:
     c.GradingExecute.notebook_budget = limits.notebook_budget_s
     c.GradingExecute.output_limit = limits.output_bytes
     c.GradingExecute.verify = verify
+    c.GradingExecute.records = records
     c.GenerateFeedback.preprocessors = [GetGrades, ClassroomFeedback, CSSHTMLHeaderPreprocessor]
     sandbox_settings(c, runtime)
     return c
@@ -121,6 +123,59 @@ def _withdraw(grade, entry: dict, cell, message: str, check: str) -> bool:
         )
     )
     return True
+
+
+def _graded_by_a_person(grade) -> bool:
+    return grade.cell_type == "markdown" or grade.auto_score is None
+
+
+def cell_result(grade, cell) -> dict:
+    """What nbgrader gave a test cell; a failing one says why in one line."""
+    score, max_score = float(grade.auto_score), float(grade.max_score)
+    entry = {"grade_id": grade.name, "score": score, "max_score": max_score}
+    entry["passed"] = score >= max_score
+    entry["message"] = ""
+    if not entry["passed"]:
+        entry["message"] = _message(cell) if cell is not None else "this test did not pass"
+    entry["check"] = None
+    return entry
+
+
+def verdict(
+    grade_id: str, check: str, problem: str | None, suspicious: bool
+) -> tuple[str | None, str | None, str | None]:
+    """What a passed cell's re-check means: (withdrawn as, why, flag for a person), each or None."""
+    if check == "unverified" and suspicious:
+        # No re-check, and code a person must look at: the points wait for them.
+        problem = f"not verified outside the kernel ({problem}) in a notebook flagged "
+        problem += "for a person to look at, who may award the points"
+        return "withheld", problem, f"{grade_id}: withheld ({problem})"
+    if check == "unverified":
+        return None, None, f"{grade_id}: not verified outside the kernel ({problem})"
+    if problem:
+        message = f"points withdrawn after re-checking outside the notebook: {problem}"
+        return "refuted", message, f"{grade_id}: refuted ({problem})"
+    return None, None, None
+
+
+def in_notebook_order(entries: list[dict], nb) -> list[dict]:
+    """The cell results in the order their cells stand in the notebook."""
+    order = {nbcell.grade_id(c): i for i, c in enumerate(nb.cells)}
+    return sorted(entries, key=lambda e: order.get(e["grade_id"], len(order)))
+
+
+def notebook_summary(name: str, cells: list[dict], manual: list[dict], run: dict) -> dict:
+    """A notebook's part of the result file."""
+    return {
+        "notebook": name,
+        "score": sum(c["score"] for c in cells),
+        "max_score": sum(c["max_score"] for c in cells),
+        "cells": cells,
+        "manual": manual,
+        "stopped": run.get("stopped"),
+        "seconds": run.get("seconds"),
+        "timing": run.get("timing", {}),
+    }
 
 
 class Worker:
@@ -157,7 +212,8 @@ class Worker:
         jupyter = self.root / "jupyter"
         write_kernelspec(jupyter, self.iso, self.limits, self.uid, font_cache)
         os.environ["JUPYTER_PATH"] = str(jupyter)
-        config = nbgrader_config(self.limits, self.runtime, cfg.verify)
+        self.records = RunRecords()
+        config = nbgrader_config(self.limits, self.runtime, cfg.verify, self.records)
         self.run = NbgraderRun(self.root / "course", config)
         if self.zygote is not None:
             self.zygote.wait_ready()
@@ -214,12 +270,12 @@ class Worker:
 
         result["notes"] += prepare(Path(job["folder"]), expected, submitted)
         lap("prepare")
-        GradingExecute.runs = {}
+        self.records.clear()
         if self.zygote is not None and not self.zygote.alive():
             self._restart_forkserver()
         outcome = self.run.autograde(assignment, student)
         lap("autograde")
-        runs = GradingExecute.runs
+        runs = dict(self.records)
         if any(r.get("kernel_failed_to_start") for r in runs.values()):
             reasons = "; ".join(r["stopped"] for r in runs.values() if r.get("stopped"))
             raise GradingFailed(
@@ -231,9 +287,11 @@ class Worker:
             )
         with self.run.gradebook() as gb:
             for name in expected:
-                result["notebooks"].append(
-                    self._check_notebook(gb, assignment, student, name, runs, result)
-                )
+                run = runs.get(Path(name).stem, {})
+                summary, flags, notes = self._check_notebook(gb, assignment, student, name, run)
+                result["notebooks"].append(summary)
+                result["flags"] += flags
+                result["notes"] += notes
             gb.db.commit()
         lap("check")
         self.run.feedback(assignment, student)
@@ -246,65 +304,47 @@ class Worker:
         self._publish(assignment, student, expected, Path(job["folder"]))
         lap("publish")
 
-    def _check_notebook(self, gb, assignment, student, name, runs, result) -> dict:
-        """Per-cell results, re-checked outside the kernel; refuted cells lose their points."""
-        nb_id = Path(name).stem
+    def _check_notebook(
+        self, gb, assignment: str, student: str, name: str, run: dict
+    ) -> tuple[dict, list[str], list[str]]:
+        """(Per-cell results re-checked outside the kernel, flags, notes) for one notebook.
+
+        Refuted cells lose their points, in the gradebook and in the graded notebook.
+        """
         path = self.run.root / "autograded" / student / assignment / name
         nb = nbformat.read(path, as_version=4)
-        run = runs.get(nb_id, {})
-        cells, manual, changed = [], [], False
-        answers = {
-nbcell.grade_id(c) for c in nb.cells if nbcell.is_answer(c)
-        }
+        answers = {nbcell.grade_id(c) for c in nb.cells if nbcell.is_answer(c)}
         suspicious = scan_notebook(nb, answers)
-        by_id = {nbcell.grade_id(c): c for c in nb.cells if nbcell.is_test(c)}
-        for grade in gb.find_submission_notebook(nb_id, assignment, student).grades:
-            if grade.cell_type == "markdown" or grade.auto_score is None:
-                manual.append({"grade_id": grade.name, "max_score": float(grade.max_score)})
+        tests = {nbcell.grade_id(c): c for c in nb.cells if nbcell.is_test(c)}
+        grades = gb.find_submission_notebook(Path(name).stem, assignment, student).grades
+        entries, flags, changed = [], [], False
+        for grade in grades:
+            if _graded_by_a_person(grade):
                 continue
-            score, max_score = float(grade.auto_score), float(grade.max_score)
-            cell = by_id.get(grade.name)
-            entry = {"grade_id": grade.name, "score": score, "max_score": max_score}
-            entry["passed"] = score >= max_score
-            entry["message"] = ""
-            if not entry["passed"]:
-                entry["message"] = _message(cell) if cell is not None else "this test did not pass"
-            entry["check"] = None
+            cell = tests.get(grade.name)
+            entry = cell_result(grade, cell)
             if entry["passed"]:
                 entry["check"], problem = self._recheck(cell, grade.name, run)
-                if entry["check"] == "unverified" and suspicious:
-                    # No re-check, and code a person must look at: the points wait for them.
-                    problem = f"not verified outside the kernel ({problem}) in a notebook flagged "
-                    problem += "for a person to look at, who may award the points"
-                    changed |= _withdraw(grade, entry, cell, problem, "withheld")
-                    result["flags"].append(f"{grade.name}: withheld ({problem})")
-                elif entry["check"] == "unverified":
-                    result["flags"].append(
-                        f"{grade.name}: not verified outside the kernel ({problem})"
-                    )
-                elif problem:
-                    message = f"points withdrawn after re-checking outside the notebook: {problem}"
-                    changed |= _withdraw(grade, entry, cell, message, "refuted")
-                    result["flags"].append(f"{grade.name}: refuted ({problem})")
-            cells.append(entry)
-        order = {nbcell.grade_id(c): i for i, c in enumerate(nb.cells)}
-        cells.sort(key=lambda e: order.get(e["grade_id"], len(order)))
-        result["flags"] += suspicious
-        if run.get("truncated"):
-            result["notes"].append(f"{name}: output of {run['truncated']} cell(s) cut at the cap")
+                withdrawn_as, message, flag = verdict(
+                    grade.name, entry["check"], problem, bool(suspicious)
+                )
+                if withdrawn_as:
+                    changed |= _withdraw(grade, entry, cell, message, withdrawn_as)
+                flags += [flag] if flag else []
+            entries.append(entry)
         if changed:
             path.chmod(0o644)
             nbformat.write(nb, path)
-        return {
-            "notebook": name,
-            "score": sum(c["score"] for c in cells),
-            "max_score": sum(c["max_score"] for c in cells),
-            "cells": cells,
-            "manual": manual,
-            "stopped": run.get("stopped"),
-            "seconds": run.get("seconds"),
-            "timing": run.get("timing", {}),
-        }
+        notes = []
+        if run.get("truncated"):
+            notes.append(f"{name}: output of {run['truncated']} cell(s) cut at the cap")
+        manual = [
+            {"grade_id": g.name, "max_score": float(g.max_score)}
+            for g in grades
+            if _graded_by_a_person(g)
+        ]
+        summary = notebook_summary(name, in_notebook_order(entries, nb), manual, run)
+        return summary, flags + suspicious, notes
 
     def _recheck(self, cell, grade_id, run) -> tuple[str, str | None]:
         """Replay the test cell's checks on its recording: verified, refuted (why) or unverified."""
