@@ -9,8 +9,8 @@ import torch
 from mistakes import Mistake, stub
 from mistakes import attention as impls
 
+from autograder.checks import CheckFailure
 from autograder.checks import attention as checks
-from autograder.checks._core import CheckFailure
 
 SOFTMAX_CHECKS = [
     checks.check_softmax_values,

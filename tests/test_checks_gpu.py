@@ -3,8 +3,8 @@
 import pytest
 import torch
 
+from autograder.checks import CheckFailure
 from autograder.checks import gpu as checks
-from autograder.checks._core import CheckFailure
 from autograder.lab import triton_support
 from tests.mistakes import Mistake, stub
 from tests.mistakes.gpu import (

@@ -7,8 +7,8 @@ from mistakes import gqa as impls
 from mistakes import stub
 from test_checks_attention import RUNS, assert_diagnosed
 
+from autograder.checks import CheckFailure
 from autograder.checks import gqa as checks
-from autograder.checks._core import CheckFailure
 
 GQA_CHECKS = [
     checks.check_gqa_structure,

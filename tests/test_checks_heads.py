@@ -7,8 +7,8 @@ import torch
 from mistakes import Mistake, stub
 from mistakes import heads as impls
 
+from autograder.checks import CheckFailure
 from autograder.checks import heads as checks
-from autograder.checks._core import CheckFailure
 
 ENTROPY_CHECKS = [checks.check_head_entropy_values, checks.check_head_entropy_zero_weights]
 PREVIOUS_CHECKS = [

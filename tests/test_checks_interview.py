@@ -12,8 +12,8 @@ import torch
 from mistakes import interview as impl
 
 from autograder import nbcell, paths
+from autograder.checks import CheckFailure
 from autograder.checks import interview as checks
-from autograder.checks._core import CheckFailure
 
 NOTEBOOK = "08_interview_prep"
 

@@ -7,8 +7,8 @@ import torch
 from mistakes import Mistake, stub
 from mistakes import masking as impls
 
+from autograder.checks import CheckFailure
 from autograder.checks import masking as checks
-from autograder.checks._core import CheckFailure
 
 CAUSAL_CHECKS = [checks.check_causal_mask_values, checks.check_causal_mask_no_leak]
 ATTENTION_CHECKS = [

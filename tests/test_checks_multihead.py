@@ -8,8 +8,8 @@ from mistakes import multihead as impls
 from mistakes import stub
 from test_checks_attention import RUNS, assert_diagnosed
 
+from autograder.checks import CheckFailure
 from autograder.checks import multihead as checks
-from autograder.checks._core import CheckFailure
 
 MHA_CHECKS = [
     checks.check_mha_structure,

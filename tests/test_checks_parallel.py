@@ -3,8 +3,8 @@
 import pytest
 from mistakes import parallel as impl
 
+from autograder.checks import CheckFailure
 from autograder.checks import parallel as checks
-from autograder.checks._core import CheckFailure
 from autograder.lab.modules import TorchMultiHeadAttention
 from autograder.lab.timing import count_ops
 

@@ -9,17 +9,13 @@ shown to learners, so it never prints hidden inputs, only their shapes.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
 import traceback
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
 import torch
-from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import replay
 
@@ -76,26 +72,6 @@ def randint(gen: torch.Generator, low: int, high: int) -> int:
 def fmt_shape(shape: Sequence[int]) -> str:
     """``(2, 3)`` for a shape, ``(3,)`` for a vector, ``()`` for a scalar."""
     return str(tuple(int(n) for n in shape))
-
-
-def one_thread(check: Callable) -> Callable:
-    """Run ``check`` with PyTorch on one CPU thread, then restore the setting.
-
-    The tensors in checks are tiny: on a busy 2-core machine, extra threads spin waiting for
-    each other and make a check 10-20 times slower.
-    """
-
-    @functools.wraps(check)
-    def wrapper(*args, **kwargs):
-        __tracebackhide__ = True
-        before = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return check(*args, **kwargs)
-        finally:
-            torch.set_num_threads(before)
-
-    return wrapper
 
 
 def describe(args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> str:
@@ -314,44 +290,6 @@ def check_mask_use(
             "Your masked weights are 0 but the rows no longer sum to 1: the mask was applied after "
             "the softmax; apply it to the scores before the softmax instead."
         )
-
-
-class _FunctionRecorder(TorchFunctionMode):
-    """Records the names of torch functions and methods called while active."""
-
-    def __init__(self, names: set[str]):
-        super().__init__()
-        self.names = names
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        module = getattr(func, "__module__", None) or "torch.Tensor"
-        self.names.add(f"{module}.{getattr(func, '__name__', func)}")
-        return func(*args, **(kwargs or {}))
-
-
-class _OpRecorder(TorchDispatchMode):
-    """Records the ATen operators that actually ran (catches calls that bypass Python)."""
-
-    def __init__(self, names: set[str]):
-        super().__init__()
-        self.names = names
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        # Otherwise the first use imports torch._dynamo, seconds on a small machine.
-        return False
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.names.add(func._schema.name)
-        return func(*args, **(kwargs or {}))
-
-
-@contextlib.contextmanager
-def record_torch_calls() -> Iterator[set[str]]:
-    """Collect the torch functions (``torch.softmax``) and ATen ops (``aten::_softmax``) called."""
-    names: set[str] = set()
-    with _FunctionRecorder(names), _OpRecorder(names):
-        yield names
 
 
 def find_calls(names: set[str], needles: Sequence[str]) -> list[str]:

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 import torch
 import torch.nn.functional as F
 
+from autograder.torch_helpers import record_torch_calls
+
 from ._core import (
     SOFTMAX_OVER_QUERIES,
     call,
@@ -35,7 +37,6 @@ from ._core import (
     mixed_mask,
     randint,
     randn,
-    record_torch_calls,
     rows_sum_to_one,
 )
 

@@ -24,6 +24,7 @@ import torch
 
 from autograder.lab import triton_support
 from autograder.lab.gpu import track_tensors
+from autograder.torch_helpers import record_torch_calls
 
 from ._core import (
     CheckFailure,
@@ -36,7 +37,6 @@ from ._core import (
     find_calls,
     make_generator,
     randint,
-    record_torch_calls,
 )
 from ._online_softmax import close, diagnose, oracle, tolerance
 

@@ -24,6 +24,7 @@ from torch import nn
 
 from autograder.lab.gqa import cache_nbytes, meta_cache
 from autograder.lab.modules import TorchMultiHeadAttention
+from autograder.torch_helpers import one_thread, record_torch_calls
 
 from ._core import (
     call,
@@ -37,10 +38,8 @@ from ._core import (
     first_match,
     fmt_shape,
     make_generator,
-    one_thread,
     randint,
     randn,
-    record_torch_calls,
 )
 
 REPEAT = "repeat_kv"

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from autograder.lab import toy_data
 from autograder.lab.tiny_model import ModelConfig, TinyTransformer, load_checkpoint
-from autograder.lab.train import one_thread as one_thread_context
+from autograder.torch_helpers import one_thread
 
 from ._core import (
     CheckFailure,
@@ -442,7 +442,7 @@ def check_head_importance_values(fn: Callable, *, seed: int = 0, thorough: bool 
     __tracebackhide__ = True
     gen = make_generator(seed)
     for model, batch in _importance_cases(gen, thorough):
-        with one_thread_context():
+        with one_thread():
             out = _call_importance(fn, model, batch)
             good = _importance(model, batch)
         if has_nan_or_inf(out):
@@ -451,7 +451,7 @@ def check_head_importance_values(fn: Callable, *, seed: int = 0, thorough: bool 
             continue
         if model.num_heads == model.n_layers and close(out.T, good, atol=1e-4, rtol=1e-3):
             fail(f"`{IMPORTANCE}` is transposed: row = layer, column = head.")
-        with one_thread_context():
+        with one_thread():
             variants = _importance_variants(model, batch)
         fail(
             first_match(out, variants)
@@ -527,13 +527,13 @@ def check_head_importance_leaves_model_unchanged(
         )
         model = _check_model(gen, config)
         batch = toy_data.make_batch(16, gen, seq_len=24)
-        with one_thread_context():
+        with one_thread():
             good = _importance(model, batch)
         for training in (False, True):
             model.train(training)
             before = _snapshot(model)
             try:
-                with one_thread_context():
+                with one_thread():
                     out = _call_importance(fn, model, batch)
             except CheckFailure:
                 torch.set_grad_enabled(True)

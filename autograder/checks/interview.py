@@ -31,8 +31,9 @@ from torch.utils.flop_counter import flop_registry
 
 from autograder.lab.gqa import TorchGroupedQueryAttention, cache_nbytes, meta_cache
 from autograder.lab.modules import TorchMultiHeadAttention
+from autograder.torch_helpers import one_thread
 
-from ._core import fail, one_thread
+from ._core import fail
 
 _PRODUCTS = {torch.ops.aten.mm, torch.ops.aten.addmm, torch.ops.aten.bmm, torch.ops.aten.baddbmm}
 SALT = "mha-course/08-interview-prep"

@@ -19,6 +19,8 @@ import torch
 from torch import nn
 from torch.nn.utils import skip_init
 
+from autograder.torch_helpers import record_torch_calls
+
 from ._core import (
     SOFTMAX_OVER_QUERIES,
     CheckFailure,
@@ -39,7 +41,6 @@ from ._core import (
     mixed_mask,
     randint,
     randn,
-    record_torch_calls,
     rows_sum_to_one,
 )
 

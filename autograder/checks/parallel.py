@@ -23,6 +23,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from autograder.lab.modules import TorchMultiHeadAttention
 from autograder.lab.timing import OpCounter
+from autograder.torch_helpers import record_torch_calls
 
 from ._core import (
     call,
@@ -36,7 +37,6 @@ from ._core import (
     make_generator,
     randint,
     randn,
-    record_torch_calls,
 )
 
 SEQ, PAR, FLOPS = "mha_sequential", "mha_parallel", "attention_flops"

@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from autograder.checks._core import record_torch_calls
+from autograder.torch_helpers import record_torch_calls
 
 
 @dataclass

@@ -19,7 +19,7 @@ import platform
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 
 from autograder.lab import head_stats, toy_data
 from autograder.lab.tiny_model import DATA_DIR, ModelConfig, TinyTransformer, save_checkpoint
+from autograder.torch_helpers import one_thread
 
 SEED = 0
 STEPS = 2000
@@ -35,17 +36,6 @@ BATCH_SIZE = 64
 LR = 5e-3
 EVAL_SEED, IMPORTANCE_SEED = 10_000, 20_000
 SWEEP_HEADS = (1, 2, 4, 8, 16, 64)
-
-
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """Run torch on one thread (deterministic, and fastest for tiny ops on a shared CPU)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def evaluation_batch(size: int = 1024, seed: int = EVAL_SEED) -> toy_data.Batch:

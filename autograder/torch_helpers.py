@@ -1,0 +1,82 @@
+"""PyTorch helpers that the checks and the learner tools both use (neither imports the other's).
+
+- :func:`one_thread`: PyTorch on one CPU thread, as a ``with`` block or a decorator;
+- :func:`record_torch_calls`: which torch functions and ATen operators a piece of code ran.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+@contextlib.contextmanager
+def _single_thread() -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def one_thread(check: Callable | None = None):
+    """Run PyTorch on one CPU thread, then restore the setting: ``with one_thread():`` or
+    ``@one_thread`` over a function.
+
+    The tensors in checks and in the toy model are tiny: on a busy 2-core machine, extra threads
+    spin waiting for each other and make the work 10-20 times slower (and less deterministic).
+    """
+    if check is None:
+        return _single_thread()
+
+    @functools.wraps(check)
+    def wrapper(*args, **kwargs):
+        __tracebackhide__ = True
+        with _single_thread():
+            return check(*args, **kwargs)
+
+    return wrapper
+
+
+class _FunctionRecorder(TorchFunctionMode):
+    """Records the names of torch functions and methods called while active."""
+
+    def __init__(self, names: set[str]):
+        super().__init__()
+        self.names = names
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        module = getattr(func, "__module__", None) or "torch.Tensor"
+        self.names.add(f"{module}.{getattr(func, '__name__', func)}")
+        return func(*args, **(kwargs or {}))
+
+
+class _OpRecorder(TorchDispatchMode):
+    """Records the ATen operators that actually ran (catches calls that bypass Python)."""
+
+    def __init__(self, names: set[str]):
+        super().__init__()
+        self.names = names
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # Otherwise the first use imports torch._dynamo, seconds on a small machine.
+        return False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.add(func._schema.name)
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def record_torch_calls() -> Iterator[set[str]]:
+    """Collect the torch functions (``torch.softmax``) and ATen ops (``aten::_softmax``) called."""
+    names: set[str] = set()
+    with _FunctionRecorder(names), _OpRecorder(names):
+        yield names
