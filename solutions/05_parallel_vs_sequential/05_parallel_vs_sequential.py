@@ -63,7 +63,6 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from autograder.bench.heads_timing import fused_heads
 from autograder.checks.parallel import (
     check_attention_flops,
     check_mha_parallel_batches,
@@ -75,6 +74,7 @@ from autograder.checks.parallel import (
     check_same_flops,
 )
 from autograder.lab.modules import TorchMultiHeadAttention
+from autograder.lab.parallel_heads import fused_heads
 from autograder.lab.timing import (
     count_ops,
     median,

@@ -64,7 +64,6 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from autograder.bench import gpu_attention as bench
 from autograder.checks.gpu import (
     check_get_device,
     check_tiled_causal,
@@ -74,7 +73,7 @@ from autograder.checks.gpu import (
     check_triton_causal,
     check_triton_values,
 )
-from autograder.lab import triton_support
+from autograder.lab import gpu_timing, triton_support
 from autograder.lab.gpu import plot_online_softmax, sdpa_backend, track_tensors
 from autograder.lab.timing import median, time_interleaved
 from autograder.lab.triton_support import tl, triton
@@ -844,7 +843,7 @@ else:
 # after it. The timing code used below:
 
 # %%
-print(inspect.getsource(bench.cuda_time_ms))
+print(inspect.getsource(gpu_timing.cuda_time_ms))
 
 # %% [markdown]
 # The next cell runs only with a CUDA GPU (and never while grading). It measures your kernel, SDPA
@@ -855,13 +854,13 @@ print(inspect.getsource(bench.cuda_time_ms))
 if not HAS_CUDA or not triton_support.AVAILABLE or AUTOGRADING:
     print("Skipped: this section needs a CUDA GPU with Triton (and does not run while grading).")
 else:
-    methods = {"triton (yours)": triton_attention, "sdpa": bench.sdpa(),
-               "naive": bench.naive_attention}
-    rows = bench.measure(methods, [512, 1024, 2048, 4096, 8192], hs=64, echo=lambda line: None)
+    methods = {"triton (yours)": triton_attention, "sdpa": gpu_timing.sdpa(),
+               "naive": gpu_timing.naive_attention}
+    rows = gpu_timing.measure(methods, [512, 1024, 2048, 4096, 8192], hs=64, echo=lambda line: None)
     for row in rows:
         print(f"{row['method']:<15} T={row['T']:<5} {row['tflops']!s:>7} TFLOP/s  "
               f"{row['peak_mib']!s:>9} MiB  {row['note']}")
-    bench.plot(rows, f"{torch.cuda.get_device_name()}, fp16, hs=64")
+    gpu_timing.plot(rows, f"{torch.cuda.get_device_name()}, fp16, hs=64")
     plt.show()
 
 # %% [markdown]
