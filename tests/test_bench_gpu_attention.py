@@ -3,7 +3,7 @@
 import csv
 import sys
 
-from autograder.lab import triton_support
+from autograder.tools import triton_support
 from conftest import run
 
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from autograder.bench import heads_timing
-from autograder.lab.modules import TorchMultiHeadAttention
-from autograder.lab.timing import time_interleaved
+from autograder.tools.modules import TorchMultiHeadAttention
+from autograder.tools.timing import time_interleaved
 
 
 @pytest.mark.parametrize("name", heads_timing.IMPLEMENTATIONS)

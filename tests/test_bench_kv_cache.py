@@ -11,8 +11,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from autograder.bench import kv_cache  # noqa: E402
-from autograder.lab import gqa_plots  # noqa: E402
-from autograder.lab.gqa import (  # noqa: E402
+from autograder.tools import nb04_gqa_plots  # noqa: E402
+from autograder.tools.nb04_gqa import (  # noqa: E402
     TinyDecoder,
     benchmark_decoding,
     cache_nbytes,
@@ -92,13 +92,14 @@ def test_pictures_draw():
     def tiled(x, n_rep):
         return x.repeat(1, n_rep, 1, 1)
 
-    fig = gqa_plots.plot_head_sharing(8, (8, 4, 1))
+    fig = nb04_gqa_plots.plot_head_sharing(8, (8, 4, 1))
     assert len(fig.axes) == 3
-    fig = gqa_plots.plot_kv_grouping(8, 2, repeat_fn=tiled)
+    fig = nb04_gqa_plots.plot_kv_grouping(8, 2, repeat_fn=tiled)
     assert sum(t.get_text() == "✗" for t in fig.axes[0].texts) == 8  # 4 wrong per wrong row
-    ax = gqa_plots.plot_kv_cache_memory([1024, 2048], {"a": [1e9, 2e9]}, 80e9, "GPU", title="t")
+    memory = {"a": [1e9, 2e9]}
+    ax = nb04_gqa_plots.plot_kv_cache_memory([1024, 2048], memory, 80e9, "GPU", title="t")
     assert ax.get_title() == "t"
-    ax = gqa_plots.plot_conversion_error([8, 4, 2, 1], {"mean": [0, 0.5, 0.7, 0.8]})
+    ax = nb04_gqa_plots.plot_conversion_error([8, 4, 2, 1], {"mean": [0, 0.5, 0.7, 0.8]})
     assert len(ax.lines) == 1
     with pytest.raises(ValueError, match="divisible"):
-        gqa_plots.plot_head_sharing(6, (4,))
+        nb04_gqa_plots.plot_head_sharing(6, (4,))

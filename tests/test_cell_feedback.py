@@ -1,7 +1,7 @@
 """The line under a passing test cell: what it checked, on stdout, only after a check ran."""
 
 from autograder.checks import _cell_feedback
-from autograder.checks.attention import check_softmax_values
+from autograder.checks.nb01_attention import check_softmax_values
 
 NS = {"check_softmax_values": check_softmax_values, "print": print}
 CELL = '"""softmax matches torch.softmax."""\ncheck_softmax_values(softmax)\n'

@@ -10,7 +10,7 @@ from mistakes import Mistake, stub
 from mistakes import attention as impls
 
 from autograder.checks import CheckFailure
-from autograder.checks import attention as checks
+from autograder.checks import nb01_attention as checks
 
 SOFTMAX_CHECKS = [
     checks.check_softmax_values,

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from autograder.checks import CheckFailure
-from autograder.checks import gpu as checks
-from autograder.lab import triton_support
+from autograder.checks import nb06_gpu as checks
+from autograder.tools import triton_support
 from tests.mistakes import Mistake, stub
 from tests.mistakes.gpu import (
     CORRECT_GET_DEVICE,

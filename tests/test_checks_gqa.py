@@ -8,7 +8,7 @@ from mistakes import stub
 from test_checks_attention import RUNS, assert_diagnosed
 
 from autograder.checks import CheckFailure
-from autograder.checks import gqa as checks
+from autograder.checks import nb04_gqa as checks
 
 GQA_CHECKS = [
     checks.check_gqa_structure,

@@ -8,7 +8,7 @@ from mistakes import Mistake, stub
 from mistakes import heads as impls
 
 from autograder.checks import CheckFailure
-from autograder.checks import heads as checks
+from autograder.checks import nb07_heads as checks
 
 ENTROPY_CHECKS = [checks.check_head_entropy_values, checks.check_head_entropy_zero_weights]
 PREVIOUS_CHECKS = [

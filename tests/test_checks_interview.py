@@ -13,7 +13,7 @@ from mistakes import interview as impl
 
 from autograder import nbcell, paths
 from autograder.checks import CheckFailure
-from autograder.checks import interview as checks
+from autograder.checks import nb08_interview as checks
 
 NOTEBOOK = "08_interview_prep"
 

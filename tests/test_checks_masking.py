@@ -8,7 +8,7 @@ from mistakes import Mistake, stub
 from mistakes import masking as impls
 
 from autograder.checks import CheckFailure
-from autograder.checks import masking as checks
+from autograder.checks import nb03_masking as checks
 
 CAUSAL_CHECKS = [checks.check_causal_mask_values, checks.check_causal_mask_no_leak]
 ATTENTION_CHECKS = [

@@ -9,7 +9,7 @@ from mistakes import stub
 from test_checks_attention import RUNS, assert_diagnosed
 
 from autograder.checks import CheckFailure
-from autograder.checks import multihead as checks
+from autograder.checks import nb02_multihead as checks
 
 MHA_CHECKS = [
     checks.check_mha_structure,

@@ -4,9 +4,9 @@ import pytest
 from mistakes import parallel as impl
 
 from autograder.checks import CheckFailure
-from autograder.checks import parallel as checks
-from autograder.lab.modules import TorchMultiHeadAttention
-from autograder.lab.timing import count_ops
+from autograder.checks import nb05_parallel as checks
+from autograder.tools.modules import TorchMultiHeadAttention
+from autograder.tools.timing import count_ops
 
 SEQUENTIAL_CHECKS = [checks.check_mha_sequential_values, checks.check_mha_sequential_loops]
 PARALLEL_CHECKS = [checks.check_mha_parallel_values, checks.check_mha_parallel_batches]

@@ -10,9 +10,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from autograder.lab import head_plots, head_stats, toy_data  # noqa: E402
-from autograder.lab.explorer import HeadExplorer, draw_head  # noqa: E402
-from autograder.lab.tiny_model import DATA_DIR, load_checkpoint  # noqa: E402
+from autograder.tools import nb07_head_plots, nb07_head_stats, toy_data  # noqa: E402
+from autograder.tools.nb07_explorer import HeadExplorer, draw_head  # noqa: E402
+from autograder.tools.tiny_model import DATA_DIR, load_checkpoint  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -73,7 +73,7 @@ def test_export_writes_png_and_svg_and_says_where(explorer):
 
 def test_learner_functions_are_used_and_a_broken_one_falls_back():
     def double_entropy(w):
-        return 2 * head_stats.entropy(w)
+        return 2 * nb07_head_stats.entropy(w)
 
     def unfinished(w):
         raise NotImplementedError()
@@ -83,7 +83,7 @@ def test_learner_functions_are_used_and_a_broken_one_falls_back():
     ex = HeadExplorer(model, entropy_fn=double_entropy, previous_fn=unfinished, eval_batch=batch)
     with torch.no_grad():
         _, weights = model(batch.inputs)
-    builtin = head_stats.head_table(weights, batch.inputs)
+    builtin = nb07_head_stats.head_table(weights, batch.inputs)
     torch.testing.assert_close(ex.stats["entropy"], 2 * builtin["entropy"])
     torch.testing.assert_close(ex.stats["previous"], builtin["previous"])
     assert "raised NotImplementedError" in ex.note.value
@@ -99,13 +99,13 @@ def test_notebook_pictures_draw_from_the_stored_json():
     model = load_checkpoint()
     with torch.no_grad():
         _, weights = model(toy_data.encode(toy_data.example_texts()["copy"])[None])
-    fig = head_plots.draw_all_heads([w[0] for w in weights], ["x"] * weights[0].shape[-1])
+    fig = nb07_head_plots.draw_all_heads([w[0] for w in weights], ["x"] * weights[0].shape[-1])
     assert len(fig.axes) == 8
-    assert head_plots.plot_head_grid(torch.rand(2, 4), "importance").axes
+    assert nb07_head_plots.plot_head_grid(torch.rand(2, 4), "importance").axes
     study = json.loads((DATA_DIR / "pruning.json").read_text())
-    assert len(head_plots.plot_pruning(study).axes[0].lines) == 3
+    assert len(nb07_head_plots.plot_pruning(study).axes[0].lines) == 3
     sweep = json.loads((DATA_DIR / "nh_sweep.json").read_text())
-    assert len(head_plots.plot_nh_sweep(sweep).axes[0].lines) == len(sweep["runs"])
+    assert len(nb07_head_plots.plot_nh_sweep(sweep).axes[0].lines) == len(sweep["runs"])
 
 
 def test_no_static_copy_and_exports_record_the_state(explorer):

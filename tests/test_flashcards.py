@@ -6,7 +6,7 @@ import json
 import ipywidgets as widgets
 import pytest
 
-from autograder.lab import flashcards as fc
+from autograder.tools import nb08_flashcards as fc
 
 # Every point of the glossary entry (000) and of the explainer (004) that notebook 08 covers.
 SEED_POINTS = {

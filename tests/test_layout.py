@@ -2,7 +2,7 @@
 imports another's private names (``_core``, ``_helper``).
 
 Packages are ``autograder`` (its top-level modules) and each sub-package (``autograder.checks``,
-``autograder.lab`` …). The graph is read from the source with ``ast``, imports inside functions
+``autograder.tools`` …). The graph is read from the source with ``ast``, imports inside functions
 included, so a lazy import cannot hide a cycle.
 """
 

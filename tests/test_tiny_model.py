@@ -12,8 +12,8 @@ import pytest
 import torch
 from torch import nn
 
-from autograder.lab import head_stats, toy_data, train
-from autograder.lab.tiny_model import (
+from autograder.tools import nb07_head_stats, toy_data, train
+from autograder.tools.tiny_model import (
     CHECKPOINT,
     DATA_DIR,
     METADATA,
@@ -190,11 +190,11 @@ def test_checkpoint_heads_are_specialised(model, batch):
     """The claims the notebook makes about the committed model's heads still hold."""
     with torch.no_grad():
         _, weights = model(batch.inputs)
-    table = head_stats.head_table(weights, batch.inputs)
+    table = nb07_head_stats.head_table(weights, batch.inputs)
     assert table["previous"][0].max() > 0.7  # a previous-token head in layer 0
     assert table["induction"][1].min() > 0.5  # every layer-1 head does induction
     assert table["induction"][0].max() < 0.2  # ... and no layer-0 head does
-    importance = head_stats.ablation_importance(model, batch)
+    importance = nb07_head_stats.ablation_importance(model, batch)
     flat = importance.flatten()
     assert flat.max() > 10 * flat.median()  # heads matter very unequally
 

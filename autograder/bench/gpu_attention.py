@@ -33,14 +33,14 @@ import torch
 import torch.nn.functional as F
 
 from autograder import nbcell, paths
-from autograder.lab import triton_support
-from autograder.lab.gpu import attention_flops
-from autograder.lab.gpu_timing import cuda_time_ms, measure, naive_attention, plot, sdpa
+from autograder.tools import triton_support
+from autograder.tools.nb06_gpu import attention_flops
+from autograder.tools.nb06_gpu_timing import cuda_time_ms, measure, naive_attention, plot, sdpa
 
 NOTEBOOK = "06_gpu_attention"
 TRITON_CELL = "triton_attention"
-_HEADER = "import math\n\nimport torch\n\nfrom autograder.lab import triton_support\n" \
-          "from autograder.lab.triton_support import tl, triton\n\n"
+_HEADER = "import math\n\nimport torch\n\nfrom autograder.tools import triton_support\n" \
+          "from autograder.tools.triton_support import tl, triton\n\n"
 
 
 def load_notebook_kernel(source: Path | None = None) -> Callable:

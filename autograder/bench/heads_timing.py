@@ -16,7 +16,7 @@ interface (``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``, ``num_heads``):
 
 Sweeps against nh at fixed T and against T at fixed nh (on the CPU, the sizes of notebook 05's
 experiments). Each point is timed with warm-up calls and interleaved rounds
-(``autograder.lab.timing.time_interleaved``); the table reports medians. Timings depend on the
+(``autograder.tools.timing.time_interleaved``); the table reports medians. Timings depend on the
 machine and on its load: this is a measurement to read, never a test to pass.
 """
 
@@ -30,9 +30,9 @@ from datetime import date
 
 import torch
 
-from autograder.lab.modules import TorchMultiHeadAttention
-from autograder.lab.parallel_heads import IMPLEMENTATIONS
-from autograder.lab.timing import count_ops, median, time_interleaved
+from autograder.tools.modules import TorchMultiHeadAttention
+from autograder.tools.nb05_parallel_heads import IMPLEMENTATIONS
+from autograder.tools.timing import count_ops, median, time_interleaved
 
 
 def measure(B: int, T: int, C: int, nh: int, repeats: int, device: str) -> dict:

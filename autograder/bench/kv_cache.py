@@ -7,7 +7,7 @@ Shape legend: ``B`` batch, ``S`` positions, ``nh`` query heads, ``nkv`` key/valu
     python -m autograder.bench.kv_cache --quick         # tiny model, seconds: a smoke test
     python -m autograder.bench.kv_cache --plot out/     # also save the two pictures as PNG
 
-1. Speed. A small GPT-style decoder (:class:`autograder.lab.gqa.TinyDecoder`, random weights,
+1. Speed. A small GPT-style decoder (:class:`autograder.tools.nb04_gqa.TinyDecoder`, random weights,
    grouped-query attention) generates greedily, once recomputing the whole sequence at every step
    and once feeding one token at a time with the cache. Warm-up first, then interleaved repeats;
    the table reports medians. Both runs must produce the same tokens.
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from autograder.lab.gqa import TinyDecoder, benchmark_decoding, cache_nbytes, meta_cache
+from autograder.tools.nb04_gqa import TinyDecoder, benchmark_decoding, cache_nbytes, meta_cache
 
 LLAMA2_70B = {"num_layers": 80, "num_heads": 64, "head_dim": 128}  # from the published config
 KV_CHOICES = {"MHA (64 kv heads)": 64, "GQA (8 kv heads)": 8, "MQA (1 kv head)": 1}
@@ -73,12 +73,12 @@ def _save_plots(folder: Path, bench, memory: dict, seq_lens: list[int]) -> list[
     import matplotlib
 
     matplotlib.use("Agg")
-    from autograder.lab import gqa_plots
+    from autograder.tools import nb04_gqa_plots
 
     folder.mkdir(parents=True, exist_ok=True)
-    speed = gqa_plots.plot_decode_benchmark(bench)
+    speed = nb04_gqa_plots.plot_decode_benchmark(bench)
     speed.savefig(folder / "kv_cache_speed.png", dpi=120, bbox_inches="tight")
-    ax = gqa_plots.plot_kv_cache_memory(
+    ax = nb04_gqa_plots.plot_kv_cache_memory(
         seq_lens,
         memory,
         80e9,

@@ -53,13 +53,13 @@ WARM_SAFE_PREFIXES = (
     "matplotlib",
     "ipywidgets",
     "autograder.checks",
-    "autograder.lab",
+    "autograder.tools",
 )
 
 # Modules whose import decides something from the kernel's environment, which the forkserver does
 # not have: ``triton_support`` sets ``TRITON_INTERPRET`` and imports Triton, whose ``@triton.jit``
 # then reads it. Imported in the forkserver, a kernel would inherit Triton but not the variable.
-WARM_UNSAFE_PREFIXES = ("triton", "autograder.checks.gpu", "autograder.lab.triton_support")
+WARM_UNSAFE_PREFIXES = ("triton", "autograder.checks.nb06_gpu", "autograder.tools.triton_support")
 
 
 class ZygoteError(RuntimeError):

@@ -54,7 +54,7 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 
-from autograder.checks.attention import (
+from autograder.checks.nb01_attention import (
     check_sdpa_mask,
     check_sdpa_properties,
     check_sdpa_shapes,
@@ -64,8 +64,8 @@ from autograder.checks.attention import (
     check_softmax_stable,
     check_softmax_values,
 )
-from autograder.lab import plots
-from autograder.lab.widgets import dk_softmax_widget, temperature_widget
+from autograder.tools import plots
+from autograder.tools.widgets import dk_softmax_widget, temperature_widget
 
 warnings.filterwarnings("ignore")
 torch.manual_seed(0)

@@ -57,7 +57,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autograder.checks.multihead import (
+from autograder.checks.nb02_multihead import (
     check_merge_heads,
     check_mha_edge_cases,
     check_mha_mask,
@@ -66,8 +66,8 @@ from autograder.checks.multihead import (
     check_mha_structure,
     check_split_heads,
 )
-from autograder.lab import mha_diagram, plots
-from autograder.lab.tiny_model import DATA_DIR
+from autograder.tools import nb02_mha_diagram, plots
+from autograder.tools.tiny_model import DATA_DIR
 
 warnings.filterwarnings("ignore")
 torch.manual_seed(0)
@@ -116,7 +116,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 # matrices and runs its own softmax, and the outputs meet again in the concatenation.
 
 # %%
-mha_diagram.plot_mha_fanout(num_heads=3)
+nb02_mha_diagram.plot_mha_fanout(num_heads=3)
 plt.show()
 
 # %% [markdown]
@@ -686,7 +686,7 @@ if not AUTOGRADING:
 # Texts on multi-head attention often list four benefits. Here is how much support each one has,
 # in this course and in the papers it cites. Two of them need numbers from notebook 07's sweep
 # over the head count (2 layers, `d_model = 64`, one seed per setting), stored in
-# `autograder/lab/data/nh_sweep.json`:
+# `autograder/tools/data/nh_sweep.json`:
 
 # %%
 sweep = json.loads((DATA_DIR / "nh_sweep.json").read_text())

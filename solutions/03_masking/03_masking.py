@@ -67,7 +67,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autograder.checks.masking import (
+from autograder.checks.nb03_masking import (
     check_attention_mask_padding_invariance,
     check_attention_mask_values,
     check_causal_mask_no_leak,
@@ -75,14 +75,14 @@ from autograder.checks.masking import (
     check_padding_mask_values,
     check_to_nn_mha_masks,
 )
-from autograder.lab import plots
-from autograder.lab.masks import (
+from autograder.tools import plots
+from autograder.tools.modules import TorchMultiHeadAttention
+from autograder.tools.nb03_masks import (
     causal_alignment_widget,
     plot_batch_mask,
     plot_mask,
     sdpa_weights,
 )
-from autograder.lab.modules import TorchMultiHeadAttention
 
 warnings.filterwarnings("ignore")
 torch.manual_seed(0)

@@ -68,7 +68,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autograder.checks.gqa import (
+from autograder.checks.nb04_gqa import (
     check_gqa_decoding,
     check_gqa_kv_cache,
     check_gqa_matches_torch,
@@ -78,10 +78,10 @@ from autograder.checks.gqa import (
     check_mha_to_gqa,
     check_repeat_kv,
 )
-from autograder.lab import gqa_plots, plots
-from autograder.lab.gqa import TinyDecoder, benchmark_decoding, cache_nbytes
-from autograder.lab.masks import plot_masks, top_left_causal
-from autograder.lab.modules import TorchMultiHeadAttention
+from autograder.tools import nb04_gqa_plots, plots
+from autograder.tools.modules import TorchMultiHeadAttention
+from autograder.tools.nb03_masks import plot_masks, top_left_causal
+from autograder.tools.nb04_gqa import TinyDecoder, benchmark_decoding, cache_nbytes
 
 warnings.filterwarnings("ignore")
 torch.manual_seed(0)
@@ -190,7 +190,7 @@ print(f"tensors: {cache_nbytes(cache):,} bytes | formula: {kv_cache_bytes(6, 8, 
 # the heads of a group share is *what they compare against and read*: the same keys and values.
 
 # %%
-gqa_plots.plot_head_sharing(num_heads=8, kv_heads=(8, 2, 1))
+nb04_gqa_plots.plot_head_sharing(num_heads=8, kv_heads=(8, 2, 1))
 plt.show()
 
 # %% [markdown]
@@ -252,7 +252,7 @@ check_repeat_kv(repeat_kv, seed=1, thorough=True)
 # above it.
 
 # %%
-gqa_plots.plot_kv_grouping(num_heads=8, num_kv_heads=2, repeat_fn=repeat_kv)
+nb04_gqa_plots.plot_kv_grouping(num_heads=8, num_kv_heads=2, repeat_fn=repeat_kv)
 plt.show()
 
 # %% [markdown]
@@ -572,7 +572,7 @@ print(f"Llama 2 70B (80 layers, 8 kv heads of 128), fp16: {kv_cache_bytes(80, 8,
 seq_lens = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 memory = {f"{name} ({n} kv head{'s' * (n > 1)})": [kv_cache_bytes(80, n, 128, s) for s in seq_lens]
           for name, n in (("MHA", 64), ("GQA", 8), ("MQA", 1))}
-gqa_plots.plot_kv_cache_memory(seq_lens, memory, limit_bytes=80e9, limit_label="one 80 GB GPU",
+nb04_gqa_plots.plot_kv_cache_memory(seq_lens, memory, limit_bytes=80e9, limit_label="one 80 GB GPU",
                                title="Llama-2-70B-like KV cache, fp16, batch 1")
 plt.show()
 
@@ -609,7 +609,7 @@ else:
         print(f"{name:9s} {bench.tokens_per_s(name):7.1f} tokens/s (median of 3)")
     print(f"speed-up {bench.speedup:.1f}×, same 256 tokens: {bench.same_tokens}, "
           f"measured in {time.perf_counter() - start:.0f} s")
-    gqa_plots.plot_decode_benchmark(bench)
+    nb04_gqa_plots.plot_decode_benchmark(bench)
     plt.show()
 
 # %% [markdown]
@@ -750,7 +750,7 @@ errors = {name: [relative_error(convert(teacher, n), y_teacher, x_eval) for n in
                                 ("from scratch", scratch_to_gqa))}
 for name, values in errors.items():
     print(f"{name:28s}", "  ".join(f"nkv={n}: {e:.3f}" for n, e in zip(kv_choices, values, strict=True)))
-gqa_plots.plot_conversion_error(kv_choices, errors, title=f"Converting an MHA with {nh} heads")
+nb04_gqa_plots.plot_conversion_error(kv_choices, errors, title=f"Converting an MHA with {nh} heads")
 plt.show()
 
 # %% [markdown]

@@ -63,7 +63,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from autograder.checks.parallel import (
+from autograder.checks.nb05_parallel import (
     check_attention_flops,
     check_mha_parallel_batches,
     check_mha_parallel_values,
@@ -73,9 +73,9 @@ from autograder.checks.parallel import (
     check_quiz_answer,
     check_same_flops,
 )
-from autograder.lab.modules import TorchMultiHeadAttention
-from autograder.lab.parallel_heads import fused_heads
-from autograder.lab.timing import (
+from autograder.tools.modules import TorchMultiHeadAttention
+from autograder.tools.nb05_parallel_heads import fused_heads
+from autograder.tools.timing import (
     count_ops,
     median,
     plot_bars,
@@ -589,7 +589,7 @@ for fn in (mha_sequential, mha_parallel):
 # 5. **On a GPU, synchronise** (`torch.cuda.synchronize()`) before reading the clock: GPU calls
 #    return as soon as the work is *queued*. `time_interleaved` does this for you.
 #
-# `time_interleaved` (in `autograder.lab.timing`) follows these rules. The experiments take
+# `time_interleaved` (in `autograder.tools.timing`) follows these rules. The experiments take
 # about 10–30 s and are skipped during grading. On a shared or busy machine, where PyTorch's
 # threads compete with other programs, numbers can jump by 10× or more between runs; running
 # `torch.set_num_threads(1)` first makes them steadier (and slower).

@@ -64,7 +64,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from autograder.checks.gpu import (
+from autograder.checks.nb06_gpu import (
     check_get_device,
     check_tiled_causal,
     check_tiled_memory,
@@ -73,10 +73,10 @@ from autograder.checks.gpu import (
     check_triton_causal,
     check_triton_values,
 )
-from autograder.lab import gpu_timing, triton_support
-from autograder.lab.gpu import plot_online_softmax, sdpa_backend, track_tensors
-from autograder.lab.timing import median, time_interleaved
-from autograder.lab.triton_support import tl, triton
+from autograder.tools import nb06_gpu_timing, triton_support
+from autograder.tools.nb06_gpu import plot_online_softmax, sdpa_backend, track_tensors
+from autograder.tools.timing import median, time_interleaved
+from autograder.tools.triton_support import tl, triton
 
 warnings.filterwarnings("ignore")
 torch.manual_seed(0)
@@ -86,7 +86,7 @@ print(triton_support.describe_mode())
 # %matplotlib inline
 
 # %% [markdown]
-# The setup cell imported `autograder.lab.triton_support` **before** any Triton kernel, on
+# The setup cell imported `autograder.tools.triton_support` **before** any Triton kernel, on
 # purpose: `@triton.jit` reads `TRITON_INTERPRET` when it decorates a function, to choose between
 # compiling for a GPU and interpreting. The helper sets it only when there is no CUDA GPU (the
 # interpreter would otherwise run your "GPU" kernel a thousand times slower, without complaint).
@@ -843,7 +843,7 @@ else:
 # after it. The timing code used below:
 
 # %%
-print(inspect.getsource(gpu_timing.cuda_time_ms))
+print(inspect.getsource(nb06_gpu_timing.cuda_time_ms))
 
 # %% [markdown]
 # The next cell runs only with a CUDA GPU (and never while grading). It measures your kernel, SDPA
@@ -854,13 +854,13 @@ print(inspect.getsource(gpu_timing.cuda_time_ms))
 if not HAS_CUDA or not triton_support.AVAILABLE or AUTOGRADING:
     print("Skipped: this section needs a CUDA GPU with Triton (and does not run while grading).")
 else:
-    methods = {"triton (yours)": triton_attention, "sdpa": gpu_timing.sdpa(),
-               "naive": gpu_timing.naive_attention}
-    rows = gpu_timing.measure(methods, [512, 1024, 2048, 4096, 8192], hs=64, echo=lambda line: None)
+    methods = {"triton (yours)": triton_attention, "sdpa": nb06_gpu_timing.sdpa(),
+               "naive": nb06_gpu_timing.naive_attention}
+    rows = nb06_gpu_timing.measure(methods, [512, 1024, 2048, 4096, 8192], hs=64, echo=lambda line: None)
     for row in rows:
         print(f"{row['method']:<15} T={row['T']:<5} {row['tflops']!s:>7} TFLOP/s  "
               f"{row['peak_mib']!s:>9} MiB  {row['note']}")
-    gpu_timing.plot(rows, f"{torch.cuda.get_device_name()}, fp16, hs=64")
+    nb06_gpu_timing.plot(rows, f"{torch.cuda.get_device_name()}, fp16, hs=64")
     plt.show()
 
 # %% [markdown]

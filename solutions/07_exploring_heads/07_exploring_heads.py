@@ -63,7 +63,7 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
 
-from autograder.checks.heads import (
+from autograder.checks.nb07_heads import (
     check_head_entropy_values,
     check_head_entropy_zero_weights,
     check_head_importance_leaves_model_unchanged,
@@ -71,11 +71,11 @@ from autograder.checks.heads import (
     check_previous_token_score_patterns,
     check_previous_token_score_values,
 )
-from autograder.lab import head_plots, head_stats, plots, toy_data
-from autograder.lab.explorer import HeadExplorer
-from autograder.lab.modules import TorchMultiHeadAttention
-from autograder.lab.tiny_model import DATA_DIR, load_checkpoint, load_metadata, swap_attention
-from autograder.lab.train import evaluate, evaluation_batch, train
+from autograder.tools import nb07_head_plots, nb07_head_stats, plots, toy_data
+from autograder.tools.modules import TorchMultiHeadAttention
+from autograder.tools.nb07_explorer import HeadExplorer
+from autograder.tools.tiny_model import DATA_DIR, load_checkpoint, load_metadata, swap_attention
+from autograder.tools.train import evaluate, evaluation_batch, train
 
 warnings.filterwarnings("ignore")
 torch.manual_seed(0)
@@ -138,7 +138,7 @@ for tokens, scored in zip(demo.inputs, demo.scored, strict=True):
 #                      block 0 (4 heads)                 block 1 (4 heads)
 # ```
 #
-# The committed checkpoint was made by `python -m autograder.lab.train` (fixed seed, one CPU
+# The committed checkpoint was made by `python -m autograder.tools.train` (fixed seed, one CPU
 # thread). Its metadata records how:
 
 # %%
@@ -155,7 +155,7 @@ print("held-out accuracy (now):   ", {k: round(v, 4) for k, v in now.items()})
 # ### Train one yourself (optional, about half a minute)
 #
 # The cell below trains a fresh model for 400 steps instead of 2,000, with a progress bar. It
-# already copies well. The full run (`python -m autograder.lab.train` in a terminal: about two
+# already copies well. The full run (`python -m autograder.tools.train` in a terminal: about two
 # minutes on two CPU cores, 95 seconds of them training) reproduces the committed checkpoint. The
 # rest of the notebook uses the committed model, so that everyone sees the same heads. The
 # autograder skips this cell.
@@ -185,7 +185,7 @@ example = toy_data.encode(toy_data.example_texts()["copy"])  # (T,)
 labels = toy_data.decode(example)
 with torch.no_grad():
     _, example_weights = model(example[None])  # n_layers x (1, nh, T, T)
-head_plots.draw_all_heads([w[0] for w in example_weights], labels)
+nb07_head_plots.draw_all_heads([w[0] for w in example_weights], labels)
 plt.show()
 
 # %% [markdown]
@@ -328,7 +328,7 @@ check_previous_token_score_patterns(previous_token_score, seed=1, thorough=True)
 # %% [markdown]
 # ### Every head, measured
 #
-# Your two functions, plus four more statistics from `autograder.lab.head_stats`, on 512 held-out
+# Your two functions, plus four more statistics from `autograder.tools.nb07_head_stats`, on 512 held-out
 # sequences:
 #
 # | statistic | what it measures |
@@ -344,12 +344,12 @@ check_previous_token_score_patterns(previous_token_score, seed=1, thorough=True)
 probe = evaluation_batch(512, seed=10_001)
 with torch.no_grad():
     _, probe_weights = model(probe.inputs)  # n_layers x (B, nh, T, T)
-table = head_stats.head_table(probe_weights, probe.inputs, head_entropy, previous_token_score)
+table = nb07_head_stats.head_table(probe_weights, probe.inputs, head_entropy, previous_token_score)
 print("head  " + "".join(f"{name:>10}" for name in table))
 for layer in range(model.n_layers):
     for head in range(model.num_heads):
         values = "".join(f"{float(table[name][layer, head]):10.2f}" for name in table)
-        print(f"L{layer}H{head}{values}   {head_stats.describe_head(table, layer, head)}")
+        print(f"L{layer}H{head}{values}   {nb07_head_stats.describe_head(table, layer, head)}")
 
 # %% [markdown]
 # What the numbers say about the committed model (your table shows the same values):
@@ -543,12 +543,12 @@ check_head_importance_leaves_model_unchanged(head_importance, seed=1, thorough=T
 # %%
 importance_batch = evaluation_batch(512, seed=20_000)
 importance = head_importance(model, importance_batch)  # (n_layers, nh)
-head_plots.plot_head_grid(importance, "loss increase when the head alone is removed (nats)")
+nb07_head_plots.plot_head_grid(importance, "loss increase when the head alone is removed (nats)")
 plt.show()
 for rank, flat in enumerate(importance.flatten().argsort(descending=True).tolist()):
     layer, head = divmod(flat, model.num_heads)
     print(f"{rank + 1}. L{layer}H{head}: +{importance[layer, head]:.3f} nats   "
-          f"({head_stats.describe_head(table, layer, head)})")
+          f"({nb07_head_stats.describe_head(table, layer, head)})")
 
 # %% [markdown]
 # One head dwarfs the others: removing the previous-token head L0H1 adds about 2.6 nats to the
@@ -589,16 +589,16 @@ if not QUICK:
 # Now remove heads **one after another**, keeping the earlier ones removed, in three orders: least
 # important first (by your `head_importance`), most important first, and ten random orders. After
 # each removal, measure accuracy on 512 held-out sequences. This takes a few seconds; the autograder
-# skips it and shows the same study precomputed by `python -m autograder.lab.train` (stored in
-# `autograder/lab/data/pruning.json`) instead.
+# skips it and shows the same study precomputed by `python -m autograder.tools.train` (stored in
+# `autograder/tools/data/pruning.json`) instead.
 
 # %%
 stored = json.loads((DATA_DIR / "pruning.json").read_text())
 if QUICK:
     study = stored
 else:
-    study = head_stats.pruning_study(model, evaluation_batch(512), importance, n_random=10)
-head_plots.plot_pruning(study, "accuracy", "Removing heads from the trained model")
+    study = nb07_head_stats.pruning_study(model, evaluation_batch(512), importance, n_random=10)
+nb07_head_plots.plot_pruning(study, "accuracy", "Removing heads from the trained model")
 plt.show()
 print("heads removed:          ", "  ".join(f"{n:5d}" for n in study["removed"]))
 for name in ("least_important_first", "most_important_first"):
@@ -657,16 +657,16 @@ print("agrees with the precomputed study (to 0.001):", torch.allclose(live, save
 #
 # "More heads is better" is a common assumption, and the seeds of this course warn against it. At
 # a fixed `d_model`, more heads means *smaller* heads: `hs = d_model / nh`. To measure the
-# trade-off, `python -m autograder.lab.train --sweep` trains the same model (2 layers,
+# trade-off, `python -m autograder.tools.train --sweep` trains the same model (2 layers,
 # `d_model = 64`, same data, seed and 2,000 steps) with nh = 1, 2, 4, 8, 16 and 64 heads, that
 # is head sizes from 64 down to 1. Training the six models took about 25 minutes of CPU time (14 of
 # them for nh = 64), so the results were precomputed and stored in
-# `autograder/lab/data/nh_sweep.json`. The **filler loss** is the loss on filler letters: ln 4 =
+# `autograder/tools/data/nh_sweep.json`. The **filler loss** is the loss on filler letters: ln 4 =
 # 1.386 nats at best, reachable only by a model that knows the topic while it predicts.
 
 # %%
 sweep = json.loads((DATA_DIR / "nh_sweep.json").read_text())
-head_plots.plot_nh_sweep(sweep)
+nb07_head_plots.plot_nh_sweep(sweep)
 plt.show()
 print(" nh   hs  accuracy  recall   loss  filler loss  accuracy >= 0.95 at step  CPU seconds")
 for nh, run in sweep["runs"].items():

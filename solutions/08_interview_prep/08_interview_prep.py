@@ -61,14 +61,14 @@ import torch.nn.functional as F
 from IPython.display import display
 from torch import nn
 
-from autograder.checks.gqa import check_gqa_decoding, check_gqa_kv_cache
-from autograder.checks.interview import check_choice, check_number
-from autograder.checks.masking import (
+from autograder.checks.nb02_multihead import check_mha_mask, check_mha_matches_torch
+from autograder.checks.nb03_masking import (
     check_attention_mask_padding_invariance,
     check_attention_mask_values,
 )
-from autograder.checks.multihead import check_mha_mask, check_mha_matches_torch
-from autograder.lab.flashcards import flashcard_widget
+from autograder.checks.nb04_gqa import check_gqa_decoding, check_gqa_kv_cache
+from autograder.checks.nb08_interview import check_choice, check_number
+from autograder.tools.nb08_flashcards import flashcard_widget
 
 warnings.filterwarnings("ignore")
 torch.manual_seed(0)
@@ -1026,7 +1026,7 @@ check_gqa_decoding(GroupedQueryAttention, seed=1, thorough=True)
 # saved in `flashcards_progress.json` next to this notebook whenever you grade a card, so the
 # schedule survives a restart; delete the file to start over. **Review all now** ignores the
 # schedule, for a last pass before the interview. The widget needs no internet connection.
-# (`autograder.lab.flashcards.deck_markdown()` returns the whole deck as text, to print.)
+# (`autograder.tools.nb08_flashcards.deck_markdown()` returns the whole deck as text, to print.)
 
 # %%
 if AUTOGRADING:

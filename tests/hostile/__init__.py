@@ -295,7 +295,8 @@ def catalogue(solution, release, places: dict[str, str]) -> list[Case]:
             insert_after(
                 wrong(nb),
                 SDPA,
-                "import autograder.checks._core as _c\nimport autograder.checks.attention as _a\n"
+                "import autograder.checks._core as _c\n"
+                "import autograder.checks.nb01_attention as _a\n"
                 "for _m in (_c, _a):\n    _m.close = lambda *a, **k: True\n"
                 "    _m.fail = lambda *a, **k: None\n"
                 "    _m.has_nan_or_inf = lambda *a, **k: False\n"

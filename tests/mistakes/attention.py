@@ -11,7 +11,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import attention as checks
+from autograder.checks import nb01_attention as checks
 
 from . import Mistake
 

@@ -13,7 +13,7 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import gpu as checks
+from autograder.checks import nb06_gpu as checks
 
 from . import Mistake, stub
 

@@ -2,7 +2,7 @@
 
 Shape legend: ``B`` batch, ``nh`` heads, ``T`` query length, ``S`` key/value length,
 ``hs`` head size. One kernel with a compile-time ``VARIANT`` switch: variant 0 is the notebook's
-kernel, the others each change one thing. Importing :mod:`autograder.lab.triton_support` first
+kernel, the others each change one thing. Importing :mod:`autograder.tools.triton_support` first
 switches the interpreter on when there is no GPU, before ``@triton.jit`` runs.
 """
 
@@ -13,9 +13,9 @@ from functools import partial
 
 import torch
 
-from autograder.checks import gpu as checks
-from autograder.lab import triton_support
-from autograder.lab.triton_support import tl, triton
+from autograder.checks import nb06_gpu as checks
+from autograder.tools import triton_support
+from autograder.tools.triton_support import tl, triton
 
 from . import Mistake
 

@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autograder.checks import gqa as checks
-from autograder.lab.gqa import TorchGroupedQueryAttention
+from autograder.checks import nb04_gqa as checks
+from autograder.tools.nb04_gqa import TorchGroupedQueryAttention
 
 from . import Mistake
 

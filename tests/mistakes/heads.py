@@ -10,7 +10,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import heads as ck
+from autograder.checks import nb07_heads as ck
 
 from . import Mistake, stub
 

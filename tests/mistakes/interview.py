@@ -20,12 +20,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autograder.checks.gqa import check_gqa_decoding, check_gqa_kv_cache
-from autograder.checks.masking import (
+from autograder.checks.nb02_multihead import check_mha_mask, check_mha_matches_torch
+from autograder.checks.nb03_masking import (
     check_attention_mask_padding_invariance,
     check_attention_mask_values,
 )
-from autograder.checks.multihead import check_mha_mask, check_mha_matches_torch
+from autograder.checks.nb04_gqa import check_gqa_decoding, check_gqa_kv_cache
 
 from . import Mistake, stub
 

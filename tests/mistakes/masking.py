@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch.nn.attention.bias import causal_lower_right
 
-from autograder.checks import masking as checks
+from autograder.checks import nb03_masking as checks
 
 from . import Mistake, stub
 

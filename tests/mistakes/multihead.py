@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autograder.checks import multihead as checks
+from autograder.checks import nb02_multihead as checks
 
 from . import Mistake
 from .attention import _attend, sdpa_einsum, sdpa_float64_inside, sdpa_matmul

@@ -3,7 +3,7 @@
 import torch
 from torch import nn
 
-from autograder.lab.modules import TorchMultiHeadAttention
+from autograder.tools.modules import TorchMultiHeadAttention
 
 
 def _pair(C=16, nh=4, bias=True):

@@ -6,8 +6,8 @@ Shape legend: ``B`` batch, ``T`` sequence length, ``C`` = d_model, ``nh`` heads,
 Each block is pre-LayerNorm: ``x + attn(ln1(x))`` then, unless the model is attention-only,
 ``x + mlp(ln2(x))``. The attention module is built as ``attention(d_model, num_heads)`` and called
 as ``attn(x, mask=causal) -> (out (B, T, C), weights (B, nh, T, T))``: by default
-:class:`~autograder.lab.modules.TorchMultiHeadAttention`; :func:`swap_attention` puts the learner's
-own ``MultiHeadAttention`` in its place, weights copied.
+:class:`~autograder.tools.modules.TorchMultiHeadAttention`; :func:`swap_attention` puts the
+learner's own ``MultiHeadAttention`` in its place, weights copied.
 
 Removing heads (Michel et al., 2019): a head mask ``(n_layers, nh)`` multiplies each head's output
 before the output projection. Head ``h`` owns input columns ``h*hs:(h+1)*hs`` of ``out_proj``, so
@@ -26,8 +26,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-from autograder.lab import toy_data
-from autograder.lab.modules import TorchMultiHeadAttention
+from autograder.tools import toy_data
+from autograder.tools.modules import TorchMultiHeadAttention
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 CHECKPOINT = DATA_DIR / "tiny_model.pt"

@@ -16,7 +16,7 @@ import torch
 from IPython.display import display
 from matplotlib.figure import Figure
 
-from autograder.lab import plots
+from autograder.tools import plots
 
 
 def live_figure(

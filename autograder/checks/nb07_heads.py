@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 import torch
 import torch.nn.functional as F
 
-from autograder.lab import toy_data
-from autograder.lab.tiny_model import ModelConfig, TinyTransformer, load_checkpoint
+from autograder.tools import toy_data
+from autograder.tools.tiny_model import ModelConfig, TinyTransformer, load_checkpoint
 from autograder.torch_helpers import one_thread
 
 from ._core import (

@@ -1,13 +1,13 @@
-"""Train notebook 07's tiny transformer on the toy tasks of :mod:`autograder.lab.toy_data`.
+"""Train notebook 07's tiny transformer on the toy tasks of :mod:`autograder.tools.toy_data`.
 
 Shape legend: ``B`` batch, ``T`` sequence length, ``V`` vocabulary size, ``nh`` heads.
 
 Deterministic: one seed fixes the initial weights and every training batch, and training runs on
 one CPU thread (so the floating-point summation order never changes).
 
-    python -m autograder.lab.train           # the committed checkpoint, its metadata, pruning.json
-    python -m autograder.lab.train --sweep   # nh_sweep.json: nh = 1 ... 64 at d_model = 64
-    python -m autograder.lab.train --quick   # a short run into a temporary folder (smoke test)
+    python -m autograder.tools.train          # the committed checkpoint, its metadata, pruning.json
+    python -m autograder.tools.train --sweep  # nh_sweep.json: nh = 1 ... 64 at d_model = 64
+    python -m autograder.tools.train --quick   # a short run into a temporary folder (smoke test)
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from autograder.lab import head_stats, toy_data
-from autograder.lab.tiny_model import DATA_DIR, ModelConfig, TinyTransformer, save_checkpoint
+from autograder.tools import nb07_head_stats, toy_data
+from autograder.tools.tiny_model import DATA_DIR, ModelConfig, TinyTransformer, save_checkpoint
 from autograder.torch_helpers import one_thread
 
 SEED = 0
@@ -160,21 +160,22 @@ def train_main_model(out_dir: Path, steps: int = STEPS, progress: bool = True,
     with torch.no_grad():
         probe = evaluation_batch(256, EVAL_SEED + 1)
         _, weights = model(probe.inputs)
-        table = head_stats.head_table(weights, probe.inputs)
+        table = nb07_head_stats.head_table(weights, probe.inputs)
     suffix = "" if steps == STEPS else f" --steps {steps}"
-    labels = {f"L{layer}H{head}": head_stats.describe_head(table, layer, head)
+    labels = {f"L{layer}H{head}": nb07_head_stats.describe_head(table, layer, head)
               for layer in range(config.n_layers) for head in range(config.num_heads)}
     metadata = {
         "seed": SEED, "steps": steps, "batch_size": BATCH_SIZE, "lr": LR,
         "train_seconds": result.seconds, "train_cpu_seconds": result.cpu_seconds,
         "eval": final, "eval_set": {"size": n_eval, "seed": EVAL_SEED},
         "history": result.evals, "head_statistics": table, "head_labels": labels,
-        "command": "python -m autograder.lab.train" + suffix,
+        "command": "python -m autograder.tools.train" + suffix,
         "environment": _environment(),
     }
     save_checkpoint(model, _round(metadata), out_dir / "tiny_model.pt")
-    importance = head_stats.ablation_importance(model, evaluation_batch(n_prune, IMPORTANCE_SEED))
-    study = head_stats.pruning_study(model, evaluation_batch(n_prune), importance, n_random)
+    importance_batch = evaluation_batch(n_prune, IMPORTANCE_SEED)
+    importance = nb07_head_stats.ablation_importance(model, importance_batch)
+    study = nb07_head_stats.pruning_study(model, evaluation_batch(n_prune), importance, n_random)
     pruning = {"importance": importance,
                "importance_set": {"size": n_prune, "seed": IMPORTANCE_SEED},
                "eval_set": {"size": n_prune, "seed": EVAL_SEED}, **study}
@@ -209,7 +210,7 @@ def nh_sweep(
         ordered = {k: runs[k] for k in sorted(runs, key=int)}
         sweep = _round({"d_model": base.d_model, "n_layers": base.n_layers, "steps": steps,
                         "seed": SEED, "eval_set": {"size": 1024, "seed": EVAL_SEED},
-                        "runs": ordered, "command": "python -m autograder.lab.train --sweep",
+                        "runs": ordered, "command": "python -m autograder.tools.train --sweep",
                         "environment": _environment()})
         if path is not None:
             path.write_text(json.dumps(sweep) + "\n", encoding="utf-8")
@@ -217,7 +218,7 @@ def nh_sweep(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.lab.train", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m autograder.tools.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument("--sweep", action="store_true", help="run the nh sweep instead")

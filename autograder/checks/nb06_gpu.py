@@ -22,8 +22,8 @@ from unittest import mock
 
 import torch
 
-from autograder.lab import triton_support
-from autograder.lab.gpu import track_tensors
+from autograder.tools import triton_support
+from autograder.tools.nb06_gpu import track_tensors
 from autograder.torch_helpers import record_torch_calls
 
 from ._core import (

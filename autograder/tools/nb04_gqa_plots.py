@@ -17,8 +17,8 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from autograder.lab.gqa import DecodeBenchmark
-from autograder.lab.plots import to_numpy
+from autograder.tools.nb04_gqa import DecodeBenchmark
+from autograder.tools.plots import to_numpy
 
 _COLOURS = plt.get_cmap("tab10").colors
 

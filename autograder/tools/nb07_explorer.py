@@ -21,8 +21,8 @@ import ipywidgets as widgets
 import torch
 from matplotlib.figure import Figure
 
-from autograder.lab import head_stats, toy_data
-from autograder.lab.plots import to_numpy
+from autograder.tools import nb07_head_stats, toy_data
+from autograder.tools.plots import to_numpy
 
 _PAD = "padding:1px 8px;text-align:right"
 _MAX_LABELS = 40  # above this many tokens, label every k-th one only
@@ -87,9 +87,9 @@ def _png(fig: Figure) -> bytes:
 
 def _table_html(table: dict[str, torch.Tensor], selected: tuple[int, int],
                 mask: torch.Tensor) -> str:
-    names = list(head_stats.STATISTICS)
-    head = "".join(f"<th style='{_PAD}' title='{html.escape(head_stats.STATISTICS[n])}'>{n}</th>"
-                   for n in names)
+    names = list(nb07_head_stats.STATISTICS)
+    stats = nb07_head_stats.STATISTICS
+    head = "".join(f"<th style='{_PAD}' title='{html.escape(stats[n])}'>{n}</th>" for n in names)
     rows = []
     n_layers, nh = table[names[0]].shape
     for layer in range(n_layers):
@@ -98,7 +98,7 @@ def _table_html(table: dict[str, torch.Tensor], selected: tuple[int, int],
             off = "" if mask[layer, h] else " (off)"
             cells = "".join(f"<td style='{_PAD}'>{float(table[n][layer, h]):.2f}</td>"
                             for n in names)
-            label = html.escape(head_stats.describe_head(table, layer, h))
+            label = html.escape(nb07_head_stats.describe_head(table, layer, h))
             name = f"<td style='{_PAD}'>L{layer}H{h}{off}</td>"
             rows.append(f"<tr style='{style}'>{name}{cells}<td style='{_PAD}'>{label}</td></tr>")
     return (
@@ -109,7 +109,7 @@ def _table_html(table: dict[str, torch.Tensor], selected: tuple[int, int],
 
 
 class HeadExplorer:
-    """The explorer for a :class:`~autograder.lab.tiny_model.TinyTransformer`; show ``.widget``.
+    """The explorer for a :class:`~autograder.tools.tiny_model.TinyTransformer`; show ``.widget``.
 
     ``entropy_fn`` and ``previous_fn`` (weights ``(..., nh, T, S)`` -> ``(..., nh)``) replace the
     built-in statistics, e.g. with the learner's own; if one raises, the built-in one is used and
@@ -120,8 +120,8 @@ class HeadExplorer:
                  previous_fn: Callable | None = None, eval_batch: toy_data.Batch | None = None,
                  export_dir: str | Path = ".", texts: dict[str, str] | None = None):
         self.model = model.eval()
-        self.fns = {"entropy": entropy_fn or head_stats.entropy,
-                    "previous": previous_fn or head_stats.previous_token}
+        self.fns = {"entropy": entropy_fn or nb07_head_stats.entropy,
+                    "previous": previous_fn or nb07_head_stats.previous_token}
         self.batch = eval_batch if eval_batch is not None else toy_data.make_batch(256, 10_000)
         self.export_dir = Path(export_dir)
         self.texts = texts or toy_data.example_texts()
@@ -154,7 +154,7 @@ class HeadExplorer:
         self.png_button = widgets.Button(description="Save PNG", icon="download")
         self.svg_button = widgets.Button(description="Save SVG", icon="download")
         self.saved = widgets.HTML()
-        self.base_acc, self.base_loss = head_stats.accuracy_and_loss(model, self.batch)
+        self.base_acc, self.base_loss = nb07_head_stats.accuracy_and_loss(model, self.batch)
         self.example.observe(self._pick_example, names="value")
         self.text.observe(self._typed, names="value")
         for control in (self.text, self.layer, self.head, self.view):
@@ -188,13 +188,14 @@ class HeadExplorer:
         try:
             return self.fns[name](weights), ""
         except Exception as exc:  # noqa: BLE001 - a learner's unfinished function
-            builtin = {"entropy": head_stats.entropy, "previous": head_stats.previous_token}
+            stats = nb07_head_stats
+            builtin = {"entropy": stats.entropy, "previous": stats.previous_token}
             return builtin[name](weights), f"your {name} function raised {type(exc).__name__}; "
 
     @torch.no_grad()
     def _refresh_table(self) -> None:
         _, weights = self.model(self.batch.inputs, self.mask)  # n_layers x (B, nh, T, T)
-        table = head_stats.head_table(weights, self.batch.inputs)
+        table = nb07_head_stats.head_table(weights, self.batch.inputs)
         notes = ""
         for name in ("entropy", "previous"):
             values = []
@@ -204,7 +205,7 @@ class HeadExplorer:
                 notes = notes if not why or why in notes else notes + why
             table[name] = torch.stack(values).float()
         self.stats = table
-        acc, loss = head_stats.accuracy_and_loss(self.model, self.batch, self.mask)
+        acc, loss = nb07_head_stats.accuracy_and_loss(self.model, self.batch, self.mask)
         off = int((self.mask == 0).sum())
         self.score.value = (
             f"<b>Held-out batch</b> ({self.batch.inputs.shape[0]} sequences), {off} head(s) off: "

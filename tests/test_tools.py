@@ -1,4 +1,4 @@
-"""The learner tools in ``autograder.lab`` build figures and widgets without error (Agg backend)."""
+"""The learner tools in ``autograder.tools`` build figures and widgets without error (Agg)."""
 
 import matplotlib
 
@@ -9,7 +9,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from autograder.lab import plots, widgets  # noqa: E402
+from autograder.tools import plots, widgets  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -106,7 +106,7 @@ def test_temperature_and_heads_widgets_build_and_redraw():
 
 
 def test_mha_fanout_draws_every_head_up_to_four_then_elides():
-    from autograder.lab.mha_diagram import drawn_heads, plot_mha_fanout
+    from autograder.tools.nb02_mha_diagram import drawn_heads, plot_mha_fanout
 
     assert drawn_heads(3) == [0, 1, 2]
     assert drawn_heads(12) == [0, 1, None, 11]

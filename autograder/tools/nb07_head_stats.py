@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from autograder.lab import toy_data
+from autograder.tools import toy_data
 
 
 def entropy(weights: torch.Tensor) -> torch.Tensor:

@@ -25,7 +25,7 @@ from torch import nn
 from torch.nn.attention.bias import CausalBias, causal_lower_right
 from torch.nn.utils.rnn import pad_sequence
 
-from autograder.lab.modules import TorchMultiHeadAttention
+from autograder.tools.modules import TorchMultiHeadAttention
 
 from ._core import (
     CheckFailure,

@@ -18,8 +18,8 @@ from matplotlib.axes import Axes
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
-from autograder.lab.plots import to_numpy
-from autograder.lab.widgets import live_figure
+from autograder.tools.plots import to_numpy
+from autograder.tools.widgets import live_figure
 
 _MASK_COLOURS = ListedColormap(["#eeeeee", "#4c9f70"])  # False: light grey, True: green
 

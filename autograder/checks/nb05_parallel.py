@@ -5,7 +5,7 @@ Shape legend: ``B`` batch, ``T`` sequence length, ``C`` = d_model, ``nh`` heads,
 
 Oracles are PyTorch's own: the output of ``TorchMultiHeadAttention`` (``F.multi_head_attention_
 forward``), FLOPs from ``torch.utils.flop_counter.FlopCounterMode``, and operation counts from a
-``TorchDispatchMode`` (:class:`autograder.lab.timing.OpCounter`). Nothing is graded by timing.
+``TorchDispatchMode`` (:class:`autograder.tools.timing.OpCounter`). Nothing is graded by timing.
 Known-wrong outputs are the oracle run on altered weights (transposed, re-indexed, zeroed);
 known-wrong FLOP counts are sums of the oracle's own per-operation counts.
 """
@@ -21,8 +21,8 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from autograder.lab.modules import TorchMultiHeadAttention
-from autograder.lab.timing import OpCounter
+from autograder.tools.modules import TorchMultiHeadAttention
+from autograder.tools.timing import OpCounter
 from autograder.torch_helpers import record_torch_calls
 
 from ._core import (

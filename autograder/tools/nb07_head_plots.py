@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from autograder.lab.plots import to_numpy
+from autograder.tools.plots import to_numpy
 
 
 def draw_all_heads(weights: Sequence, tokens: Sequence[str],
@@ -57,7 +57,7 @@ def plot_head_grid(values, title: str, fmt: str = "{:.2f}", cmap: str = "Reds") 
 def plot_pruning(study: Mapping, metric: str = "accuracy", title: str | None = None) -> Figure:
     """Accuracy (or loss) against the number of heads removed, in three orders.
 
-    ``study`` is what :func:`autograder.lab.head_stats.pruning_study` returns (or its JSON).
+    ``study`` is what :func:`autograder.tools.nb07_head_stats.pruning_study` returns (or its JSON).
     """
     removed = np.asarray(study["removed"])
     randoms = np.asarray(study[f"random_{metric}"])  # (n_random, n_heads + 1)

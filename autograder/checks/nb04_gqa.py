@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autograder.lab.gqa import cache_nbytes, meta_cache
-from autograder.lab.modules import TorchMultiHeadAttention
+from autograder.tools.modules import TorchMultiHeadAttention
+from autograder.tools.nb04_gqa import cache_nbytes, meta_cache
 from autograder.torch_helpers import one_thread, record_torch_calls
 
 from ._core import (

@@ -29,8 +29,8 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
-from autograder.lab.gqa import TorchGroupedQueryAttention, cache_nbytes, meta_cache
-from autograder.lab.modules import TorchMultiHeadAttention
+from autograder.tools.modules import TorchMultiHeadAttention
+from autograder.tools.nb04_gqa import TorchGroupedQueryAttention, cache_nbytes, meta_cache
 from autograder.torch_helpers import one_thread
 
 from ._core import fail

@@ -15,7 +15,7 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-from autograder.lab.gpu import attention_flops
+from autograder.tools.nb06_gpu import attention_flops
 
 FIELDS = ["method", "dtype", "causal", "B", "nh", "T", "hs", "ms", "tflops", "peak_mib", "note"]
 
