@@ -1,12 +1,13 @@
 # Two commands do all the set-up (see README.md):
 #   make lab    create the environment if needed, then open the course in JupyterLab
 #   make test   create the environment if needed, then run the whole test suite
+#   make test-fast  everything but the slow tier (nbgrader runs, notebooks, the browser): minutes
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: lab test env system-packages
+.PHONY: lab test test-fast env system-packages
 
 env: $(STAMP)
 
@@ -30,3 +31,8 @@ endif
 
 test: $(STAMP) system-packages
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest
+
+# For contributors: everything but the tests marked slow (nbgrader runs, notebook executions, the
+# browser, the benchmarks' smoke tests). `make test` stays the whole suite (and what CI runs).
+test-fast: $(STAMP)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -m "not slow"

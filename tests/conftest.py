@@ -25,6 +25,36 @@ def autograder(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     return run([sys.executable, "-m", "autograder", *args], cwd=cwd)
 
 
+def ids(x) -> str:
+    """A readable test id for a parametrized function or value."""
+    return getattr(x, "__name__", None) or str(x)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models and tensors: one thread is much faster than several on a shared CPU."""
+    from autograder.torch_helpers import one_thread
+
+    with one_thread():
+        yield
+
+
+# Check options every mistake is tried with: the quick default, and a thorough run.
+RUNS = [{"seed": 0}, {"seed": 3, "thorough": True}]
+
+
+def assert_diagnosed(mistake, seed: int) -> None:
+    """``mistake`` fails its check with one learner-facing line containing the diagnosis."""
+    from autograder.checks import CheckFailure
+
+    with pytest.raises(CheckFailure) as info:
+        mistake.check(mistake.impl, seed=seed)
+    message = str(info.value)
+    assert mistake.diagnosis in message, message
+    assert "\n" not in message and message.endswith("."), message
+    assert "tensor(" not in message, message  # shapes only, never values
+
+
 @pytest.fixture(scope="session")
 def first_notebook() -> str:
     ids = paths.notebook_ids()

@@ -3,10 +3,13 @@
 import csv
 import sys
 
+import pytest
+
 from autograder.tools import triton_support
 from conftest import run
 
 
+@pytest.mark.slow
 def test_quick_benchmark_writes_its_figures(tmp_path):
     result = run([sys.executable, "-m", "autograder.bench.gpu_attention", "--quick",
                   "--out", str(tmp_path)])

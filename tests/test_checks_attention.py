@@ -6,11 +6,12 @@ import warnings
 
 import pytest
 import torch
-from mistakes import Mistake, stub
 from mistakes import attention as impls
+from mistakes import stub
 
 from autograder.checks import CheckFailure
 from autograder.checks import nb01_attention as checks
+from conftest import RUNS, assert_diagnosed, ids
 
 SOFTMAX_CHECKS = [
     checks.check_softmax_values,
@@ -24,32 +25,15 @@ SDPA_CHECKS = [
     checks.check_sdpa_mask,
     checks.check_sdpa_properties,
 ]
-RUNS = [{"seed": 0}, {"seed": 3, "thorough": True}]
-
-
-def _ids(x):
-    return getattr(x, "__name__", None) or str(x)
-
-
-def assert_diagnosed(mistake: Mistake, seed: int) -> None:
-    """``mistake`` fails its check with one learner-facing line containing the diagnosis."""
-    with pytest.raises(CheckFailure) as info:
-        mistake.check(mistake.impl, seed=seed)
-    message = str(info.value)
-    assert mistake.diagnosis in message, message
-    assert "\n" not in message and message.endswith("."), message
-    assert "tensor(" not in message, message  # shapes only, never values
-
-
 @pytest.mark.parametrize("run", RUNS, ids=str)
-@pytest.mark.parametrize("check", SOFTMAX_CHECKS, ids=_ids)
+@pytest.mark.parametrize("check", SOFTMAX_CHECKS, ids=ids)
 @pytest.mark.parametrize("impl", impls.CORRECT_SOFTMAX.values(), ids=impls.CORRECT_SOFTMAX)
 def test_correct_softmax_passes(impl, check, run):
     check(impl, **run)
 
 
 @pytest.mark.parametrize("run", RUNS, ids=str)
-@pytest.mark.parametrize("check", SDPA_CHECKS, ids=_ids)
+@pytest.mark.parametrize("check", SDPA_CHECKS, ids=ids)
 @pytest.mark.parametrize("impl", impls.CORRECT_SDPA.values(), ids=impls.CORRECT_SDPA)
 def test_correct_sdpa_passes(impl, check, run):
     check(impl, **run)
@@ -61,7 +45,7 @@ def test_mistake_is_diagnosed(mistake, seed):
     assert_diagnosed(mistake, seed)
 
 
-@pytest.mark.parametrize("check", SOFTMAX_CHECKS + SDPA_CHECKS, ids=_ids)
+@pytest.mark.parametrize("check", SOFTMAX_CHECKS + SDPA_CHECKS, ids=ids)
 def test_stub_is_not_implemented_yet(check):
     with pytest.raises(CheckFailure, match="is not implemented yet: replace `raise Not"):
         check(stub)

@@ -2,18 +2,18 @@
 
 import pytest
 import torch
-
-from autograder.checks import CheckFailure
-from autograder.checks import nb06_gpu as checks
-from autograder.tools import triton_support
-from tests.mistakes import Mistake, stub
-from tests.mistakes.gpu import (
+from mistakes import Mistake, stub
+from mistakes.gpu import (
     CORRECT_GET_DEVICE,
     CORRECT_TILED,
     MISTAKES_GET_DEVICE,
     MISTAKES_TILED,
     MISTAKES_TILED_THOROUGH,
 )
+
+from autograder.checks import CheckFailure
+from autograder.checks import nb06_gpu as checks
+from autograder.tools import triton_support
 
 TILED_CHECKS = [
     checks.check_tiled_values,
@@ -66,7 +66,7 @@ TRITON_CHECKS = [checks.check_triton_values, checks.check_triton_causal]
 
 
 if triton_support.AVAILABLE:  # the kernels need Triton even to be defined
-    from tests.mistakes.gpu_triton import (
+    from mistakes.gpu_triton import (
         CORRECT_TRITON,
         MISTAKES_TRITON,
         MISTAKES_TRITON_THOROUGH,

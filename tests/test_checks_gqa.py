@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from mistakes import gqa as impls
 from mistakes import stub
-from test_checks_attention import RUNS, assert_diagnosed
 
 from autograder.checks import CheckFailure
 from autograder.checks import nb04_gqa as checks
+from conftest import RUNS, assert_diagnosed
 
 GQA_CHECKS = [
     checks.check_gqa_structure,

@@ -9,6 +9,7 @@ from mistakes import heads as impls
 
 from autograder.checks import CheckFailure
 from autograder.checks import nb07_heads as checks
+from conftest import RUNS, ids
 
 ENTROPY_CHECKS = [checks.check_head_entropy_values, checks.check_head_entropy_zero_weights]
 PREVIOUS_CHECKS = [
@@ -19,20 +20,9 @@ IMPORTANCE_CHECKS = [
     checks.check_head_importance_values,
     checks.check_head_importance_leaves_model_unchanged,
 ]
-RUNS = [{"seed": 0}, {"seed": 3, "thorough": True}]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models: one thread is much faster than several on a shared CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def _ids(x):
-    return getattr(x, "__name__", None) or str(x)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def assert_diagnosed(mistake: Mistake, seed: int) -> None:
@@ -46,21 +36,21 @@ def assert_diagnosed(mistake: Mistake, seed: int) -> None:
 
 
 @pytest.mark.parametrize("run", RUNS, ids=str)
-@pytest.mark.parametrize("check", ENTROPY_CHECKS, ids=_ids)
+@pytest.mark.parametrize("check", ENTROPY_CHECKS, ids=ids)
 @pytest.mark.parametrize("impl", impls.CORRECT_ENTROPY.values(), ids=impls.CORRECT_ENTROPY)
 def test_correct_entropy_passes(impl, check, run):
     check(impl, **run)
 
 
 @pytest.mark.parametrize("run", RUNS, ids=str)
-@pytest.mark.parametrize("check", PREVIOUS_CHECKS, ids=_ids)
+@pytest.mark.parametrize("check", PREVIOUS_CHECKS, ids=ids)
 @pytest.mark.parametrize("impl", impls.CORRECT_PREVIOUS.values(), ids=impls.CORRECT_PREVIOUS)
 def test_correct_previous_token_score_passes(impl, check, run):
     check(impl, **run)
 
 
 @pytest.mark.parametrize("run", RUNS, ids=str)
-@pytest.mark.parametrize("check", IMPORTANCE_CHECKS, ids=_ids)
+@pytest.mark.parametrize("check", IMPORTANCE_CHECKS, ids=ids)
 @pytest.mark.parametrize(
     "impl", impls.CORRECT_IMPORTANCE.values(), ids=impls.CORRECT_IMPORTANCE
 )
@@ -81,7 +71,7 @@ def test_mistake_is_diagnosed(mistake, seed):
     assert torch.is_grad_enabled()
 
 
-@pytest.mark.parametrize("check", ENTROPY_CHECKS + PREVIOUS_CHECKS + IMPORTANCE_CHECKS, ids=_ids)
+@pytest.mark.parametrize("check", ENTROPY_CHECKS + PREVIOUS_CHECKS + IMPORTANCE_CHECKS, ids=ids)
 def test_stub_is_not_implemented_yet(check):
     with pytest.raises(CheckFailure, match="is not implemented yet: replace `raise Not"):
         check(stub)

@@ -9,17 +9,13 @@ from mistakes import masking as impls
 
 from autograder.checks import CheckFailure
 from autograder.checks import nb03_masking as checks
+from conftest import RUNS, ids
 
 CAUSAL_CHECKS = [checks.check_causal_mask_values, checks.check_causal_mask_no_leak]
 ATTENTION_CHECKS = [
     checks.check_attention_mask_values,
     checks.check_attention_mask_padding_invariance,
 ]
-RUNS = [{"seed": 0}, {"seed": 3, "thorough": True}]
-
-
-def _ids(x):
-    return getattr(x, "__name__", None) or str(x)
 
 
 def assert_diagnosed(mistake: Mistake, **run) -> None:
@@ -33,7 +29,7 @@ def assert_diagnosed(mistake: Mistake, **run) -> None:
 
 
 @pytest.mark.parametrize("run", RUNS, ids=str)
-@pytest.mark.parametrize("check", CAUSAL_CHECKS, ids=_ids)
+@pytest.mark.parametrize("check", CAUSAL_CHECKS, ids=ids)
 @pytest.mark.parametrize("impl", impls.CORRECT_CAUSAL.values(), ids=impls.CORRECT_CAUSAL)
 def test_correct_causal_mask_passes(impl, check, run):
     check(impl, **run)
@@ -46,7 +42,7 @@ def test_correct_padding_mask_passes(impl, run):
 
 
 @pytest.mark.parametrize("run", RUNS, ids=str)
-@pytest.mark.parametrize("check", ATTENTION_CHECKS, ids=_ids)
+@pytest.mark.parametrize("check", ATTENTION_CHECKS, ids=ids)
 @pytest.mark.parametrize("impl", impls.CORRECT_ATTENTION.values(), ids=impls.CORRECT_ATTENTION)
 def test_correct_attention_mask_passes(impl, check, run):
     check(impl, **run)
@@ -72,7 +68,7 @@ ALL_CHECKS = [
 ]
 
 
-@pytest.mark.parametrize("check", ALL_CHECKS, ids=_ids)
+@pytest.mark.parametrize("check", ALL_CHECKS, ids=ids)
 def test_stub_is_not_implemented_yet(check):
     with pytest.raises(CheckFailure, match="is not implemented yet: replace `raise Not"):
         check(stub)

@@ -6,10 +6,10 @@ import pytest
 import torch
 from mistakes import multihead as impls
 from mistakes import stub
-from test_checks_attention import RUNS, assert_diagnosed
 
 from autograder.checks import CheckFailure
 from autograder.checks import nb02_multihead as checks
+from conftest import RUNS, assert_diagnosed
 
 MHA_CHECKS = [
     checks.check_mha_structure,

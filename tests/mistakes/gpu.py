@@ -2,7 +2,7 @@
 
 Shape legend: ``B`` batch, ``nh`` heads, ``T`` query length, ``S`` key/value length,
 ``hs`` head size. Causal attention is bottom-right aligned: query i may attend key j iff
-``j <= i + S - T``. The Triton kernels live in :mod:`tests.mistakes.gpu_triton`.
+``j <= i + S - T``. The Triton kernels live in :mod:`mistakes.gpu_triton`.
 """
 
 from __future__ import annotations
