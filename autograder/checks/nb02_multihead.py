@@ -21,18 +21,16 @@ from torch.nn.utils import skip_init
 
 from autograder.torch_helpers import record_torch_calls
 
+from . import _core
 from ._core import (
     SOFTMAX_OVER_QUERIES,
     CheckFailure,
     call,
-    check_mask_use,
     close,
     describe,
     expect_dtype,
-    expect_pair,
     expect_shape,
     expect_tensor,
-    expect_unmodified,
     fail,
     first_match,
     fmt_shape,
@@ -83,7 +81,7 @@ def check_split_heads(split_heads: Callable, *, seed: int = 0, thorough: bool = 
         x = randn(gen, B, T, nh * hs, dtype=torch.float32)  # (B, T, C)
         before = x.clone()
         out = expect_tensor(call(split_heads, SPLIT, (x, nh)), SPLIT)
-        expect_unmodified([before], [x], SPLIT)
+        _core.expect_unmodified([before], [x], SPLIT)
         if out.shape == (B, T, nh, hs) and T != nh:
             fail(
                 f"`{SPLIT}` returned (B, T, nh, hs): heads belong in dim 1, so add transpose(1, 2)."
@@ -209,7 +207,7 @@ def _forward(module, nh, args, mask=None, grad=False):
     kwargs = {} if mask is None else {"mask": mask}
     with torch.set_grad_enabled(grad):
         result = call(module, f"{MHA}.forward", args, kwargs)
-    out, weights = expect_pair(result, f"{MHA}.forward", "out", "weights")
+    out, weights = _core.expect_pair(result, f"{MHA}.forward", "out", "weights")
     (B, T, C), S = args[0].shape, args[-1].shape[1]
     inputs = describe(args, kwargs)
     expect_shape(out, (B, T, C), "`out`", inputs)
@@ -400,7 +398,7 @@ def _check_mask_use(nh, weights, args, attn, mask) -> None:
             )
         return None
 
-    check_mask_use(attn, mask, why_masked_weight)
+    _core.check_mask_use(attn, mask, why_masked_weight)
 
 
 def check_mha_mask(cls: Callable, *, seed: int = 0, thorough: bool = False) -> None:
