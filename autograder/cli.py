@@ -113,13 +113,17 @@ def parser() -> argparse.ArgumentParser:
     add_parsers(sub, _cmd_grade)  # grade (a whole class) and merge (gradebooks)
 
     pr = sub.add_parser("progress", help="every notebook's score, hidden tests included")
-    pr.add_argument("folder", nargs="?",
-                    help="where your notebooks are (default: here if any are, else work/)")
+    pr.add_argument(
+        "folder", nargs="?", help="where your notebooks are (default: here if any are, else work/)"
+    )
     pr.set_defaults(func=_cmd_progress)
 
     lab = sub.add_parser("lab", help="copy new notebooks into work/ and open JupyterLab there")
-    lab.add_argument("jupyter_args", nargs=argparse.REMAINDER,
-                     help="passed to jupyter lab, e.g. --port 8891 --no-browser")
+    lab.add_argument(
+        "jupyter_args",
+        nargs=argparse.REMAINDER,
+        help="passed to jupyter lab, e.g. --port 8891 --no-browser",
+    )
     lab.set_defaults(func=_cmd_lab)
     return p
 

@@ -31,7 +31,6 @@ class HideHiddenTests(NbGraderPreprocessor):
         return cell, resources
 
 
-
 class ValidationSummary:
     """nbclient cell hooks for nbgrader's Validate (JupyterLab's button, ``nbgrader validate``).
 

@@ -96,5 +96,6 @@ def launch(extra_args: list[str]) -> int:
     put_environment_on_path()
     # Started in work/: JupyterLab asks for terminals in the file browser's folder as a relative
     # path, which the terminal extension resolves against the server's working directory.
-    return subprocess.call(jupyter_command(extra_args), env=course_environment(),
-                           cwd=paths.WORK_DIR)
+    return subprocess.call(
+        jupyter_command(extra_args), env=course_environment(), cwd=paths.WORK_DIR
+    )

@@ -38,8 +38,10 @@ def _points(notebook_id: str) -> tuple[float, int]:
     """Automatic points of a notebook and its number of answers graded by a person."""
     cells = json.loads(paths.release_notebook(notebook_id).read_text(encoding="utf-8"))["cells"]
     graded = [c for c in cells if nbcell.is_graded(c)]
-    return (sum(nbcell.points(c) for c in graded if not nbcell.is_answer(c)),
-            sum(1 for c in graded if nbcell.is_answer(c)))
+    return (
+        sum(nbcell.points(c) for c in graded if not nbcell.is_answer(c)),
+        sum(1 for c in graded if nbcell.is_answer(c)),
+    )
 
 
 def _status(result) -> str:

@@ -11,8 +11,9 @@ from conftest import run
 
 @pytest.mark.slow
 def test_quick_benchmark_writes_its_figures(tmp_path):
-    result = run([sys.executable, "-m", "autograder.bench.gpu_attention", "--quick",
-                  "--out", str(tmp_path)])
+    result = run(
+        [sys.executable, "-m", "autograder.bench.gpu_attention", "--quick", "--out", str(tmp_path)]
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     if not triton_support.AVAILABLE:
         assert triton_support.SKIP_MESSAGE in result.stdout

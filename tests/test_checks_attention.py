@@ -25,6 +25,8 @@ SDPA_CHECKS = [
     checks.check_sdpa_mask,
     checks.check_sdpa_properties,
 ]
+
+
 @pytest.mark.parametrize("run", RUNS, ids=str)
 @pytest.mark.parametrize("check", SOFTMAX_CHECKS, ids=ids)
 @pytest.mark.parametrize("impl", impls.CORRECT_SOFTMAX.values(), ids=impls.CORRECT_SOFTMAX)

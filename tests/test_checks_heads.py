@@ -51,9 +51,7 @@ def test_correct_previous_token_score_passes(impl, check, run):
 
 @pytest.mark.parametrize("run", RUNS, ids=str)
 @pytest.mark.parametrize("check", IMPORTANCE_CHECKS, ids=ids)
-@pytest.mark.parametrize(
-    "impl", impls.CORRECT_IMPORTANCE.values(), ids=impls.CORRECT_IMPORTANCE
-)
+@pytest.mark.parametrize("impl", impls.CORRECT_IMPORTANCE.values(), ids=impls.CORRECT_IMPORTANCE)
 def test_correct_importance_passes(impl, check, run):
     check(impl, **run)
     assert torch.is_grad_enabled()

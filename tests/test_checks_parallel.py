@@ -33,8 +33,9 @@ PAIRS = [(s, "math") for s in impl.CORRECT_SEQUENTIAL] + [
 
 @pytest.mark.parametrize(("seq", "par"), PAIRS)
 def test_correct_pairs_do_the_same_flops(seq, par):
-    checks.check_same_flops(impl.CORRECT_SEQUENTIAL[seq], impl.CORRECT_PARALLEL[par],
-                            seed=1, thorough=True)
+    checks.check_same_flops(
+        impl.CORRECT_SEQUENTIAL[seq], impl.CORRECT_PARALLEL[par], seed=1, thorough=True
+    )
 
 
 @pytest.mark.parametrize("thorough", [False, True], ids=["visible", "hidden"])
@@ -82,9 +83,15 @@ def test_quiz_rejects_a_malformed_answer(answer):
 def test_predicted_counts():
     checks.check_predicted_matmul_counts(81, 6)
     checks.check_predicted_matmul_counts(81.0, 6)
-    for seq, par, why in [(80, 6, "runs once, after the loop"), (96, 6, "not once per head"),
-                          (81, 5, "two products"), (81, 96, "no loop"), (None, 6, "whole number"),
-                          (81, 4.5, "whole number"), (17, 6, "count one per projection")]:
+    for seq, par, why in [
+        (80, 6, "runs once, after the loop"),
+        (96, 6, "not once per head"),
+        (81, 5, "two products"),
+        (81, 96, "no loop"),
+        (None, 6, "whole number"),
+        (81, 4.5, "whole number"),
+        (17, 6, "count one per projection"),
+    ]:
         with pytest.raises(CheckFailure, match=why):
             checks.check_predicted_matmul_counts(seq, par)
 

@@ -359,6 +359,8 @@ def test_manual_grades_and_comments_travel_with_a_merge(tmp_path, empty_db):
         copy_assignment(gb, gb, "hw")  # a gradebook agrees with itself
         write_submission(gb, "hw", "ann", record)
         assert submission_record(gb, "hw", "ann") == record
+
+
 @pytest.mark.slow
 def test_merge_command_writes_the_gradebook_and_a_csv(tmp_path, empty_db):
     a = _gradebook(empty_db, tmp_path / "a.db", {"ann": 1.0})
@@ -373,6 +375,8 @@ def test_merge_command_writes_the_gradebook_and_a_csv(tmp_path, empty_db):
     assert rows["ann"]["score"] == "2" and rows["bo"]["score"] == "3"
     missing = autograder("merge", str(tmp_path / "nope.db"), "--out", str(tmp_path / "m.db"))
     assert missing.returncode == 2 and "no such gradebook" in missing.stdout
+
+
 @pytest.mark.slow
 def test_grade_command_reports_a_missing_folder(tmp_path):
     done = autograder("grade", str(tmp_path / "nope"), "--out", str(tmp_path / "out"))
@@ -476,6 +480,8 @@ def test_cold_kernels_grade_the_same_and_kernel_deaths_are_explained(tmp_path, n
     cells = [c for n in result["notebooks"] for c in n["cells"]]
     assert result["score"] == 10.0 and all(c["check"] == "verified" for c in cells), cells
     assert "exited with status 3" in result["notebooks"][0]["stopped"]
+
+
 @pytest.mark.slow
 def test_warm_kernels_never_preload_triton(tmp_path):
     """``@triton.jit`` reads ``TRITON_INTERPRET`` set by the notebook's own import of

@@ -76,6 +76,8 @@ def test_bad_input_json_mode(tmp_path, first_notebook, capsys):
     path, _, expected = _bad_inputs(tmp_path, first_notebook)["truncated"]
     assert main(["check", str(path), "--json"]) == 2
     assert expected in json.loads(capsys.readouterr().out)["error"]
+
+
 @pytest.mark.slow
 def test_bad_input_from_a_real_process(tmp_path, first_notebook):
     """The installed entry point: exit status 2, one line on stderr, no traceback."""

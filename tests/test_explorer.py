@@ -26,8 +26,11 @@ def _close_figures():
 
 @pytest.fixture(scope="module")
 def explorer(tmp_path_factory):
-    return HeadExplorer(load_checkpoint(), eval_batch=toy_data.make_batch(32, 1),
-                        export_dir=tmp_path_factory.mktemp("exports"))
+    return HeadExplorer(
+        load_checkpoint(),
+        eval_batch=toy_data.make_batch(32, 1),
+        export_dir=tmp_path_factory.mktemp("exports"),
+    )
 
 
 def test_controls_redraw_the_figure(explorer):

@@ -45,8 +45,14 @@ pytestmark = pytest.mark.slow
 FIRST, EXPLORER = "01_attention_from_scratch", "07_exploring_heads"
 BROWSERS = ("/usr/bin/chromium", "/usr/lib/chromium/chromium", "/usr/bin/chromium-browser")
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
     "--disable-dev-shm-usage",
 ]
 SCREENSHOTS = Path(os.environ.get("BROWSER_SCREENSHOTS") or paths.REPO_ROOT / "test-screenshots")
@@ -81,23 +87,36 @@ def course_lab(work: Path, scratch: Path):
     """``make lab``'s JupyterLab on ``work``, in its own process group; yields the base URL & co."""
     port, token = _free_port(), secrets.token_hex(16)
     env = dict(os.environ)
-    env.update({
-        "JUPYTER_CONFIG_DIR": str(scratch / "config"), "JUPYTER_DATA_DIR": str(scratch / "data"),
-        "JUPYTER_RUNTIME_DIR": str(scratch / "runtime"), "IPYTHONDIR": str(scratch / "ipython"),
-        "MHA_COURSE_QUICK": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}",
-    })
+    env.update(
+        {
+            "JUPYTER_CONFIG_DIR": str(scratch / "config"),
+            "JUPYTER_DATA_DIR": str(scratch / "data"),
+            "JUPYTER_RUNTIME_DIR": str(scratch / "runtime"),
+            "IPYTHONDIR": str(scratch / "ipython"),
+            "MHA_COURSE_QUICK": "1",
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}",
+        }
+    )
     env.pop("NBGRADER_EXECUTION", None)
     command = [
-        sys.executable, "-c", LAUNCH, str(work), "--no-browser", "--ServerApp.ip=127.0.0.1",
-        "--port", str(port), f"--IdentityProvider.token={token}",
+        sys.executable,
+        "-c",
+        LAUNCH,
+        str(work),
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        "--port",
+        str(port),
+        f"--IdentityProvider.token={token}",
         "--LabApp.extension_manager=readonly",
         f"--LabApp.user_settings_dir={scratch / 'settings'}",
         f"--LabApp.workspaces_dir={scratch / 'ws'}",
     ]
     log_path = scratch / "server.log"
     log = log_path.open("w")
-    server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                              start_new_session=True)
+    server = subprocess.Popen(
+        command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
@@ -173,7 +192,9 @@ def _run_all(page, timeout_ms: int = 120_000) -> None:
     try:
         page.wait_for_function(
             f"() => {{ const ps = ({_COUNTS})(); return ps.length > 0 && "
-            "ps.every(t => /\\[\\d+\\]/.test(t)); }", timeout=timeout_ms)
+            "ps.every(t => /\\[\\d+\\]/.test(t)); }",
+            timeout=timeout_ms,
+        )
     except Exception:
         _shot(page, "run-all-stopped")
         pytest.fail(f"Run All did not run every cell: prompts {page.evaluate(_COUNTS)}")
@@ -189,8 +210,7 @@ def _write_softmax(notebook: Path) -> None:
     nb = nbformat.read(notebook, as_version=4)
     solution = nbformat.read(paths.solution_notebook(FIRST), as_version=4)
     answer, mine = (
-        next(c for c in n.cells if nbcell.grade_id(c) == "softmax")
-        for n in (solution, nb)
+        next(c for c in n.cells if nbcell.grade_id(c) == "softmax") for n in (solution, nb)
     )
     mine.source = answer.source
     nbformat.write(nb, notebook)
@@ -202,8 +222,13 @@ def test_first_hour(lab):
     page = new_page("/")  # where `make lab` points the browser: the start page
     page.wait_for_selector(".jp-RenderedMarkdown h1:has-text('Start here')")
     _shot(page, "1-start-page")
-    for unwanted in ("Create Assignment", "Error fetching courses", "Assignment List",
-                     "Formgrader", "Course List"):
+    for unwanted in (
+        "Create Assignment",
+        "Error fetching courses",
+        "Assignment List",
+        "Formgrader",
+        "Course List",
+    ):
         assert page.get_by_text(unwanted).count() == 0, unwanted
     page.click("li.lm-MenuBar-item:has-text('Nbgrader')")
     menu = page.locator(".lm-Menu").last.inner_text()
@@ -255,7 +280,8 @@ def test_first_hour(lab):
     dialog.wait_for(timeout=180_000)
     page.wait_for_function(
         "() => !/[Vv]alidating/.test(document.querySelector('.jp-Dialog-content').innerText)",
-        timeout=180_000)
+        timeout=180_000,
+    )
     _shot(page, "5-validate")
     validate = dialog.inner_text().strip()
     page.keyboard.press("Escape")
@@ -292,7 +318,10 @@ def test_explorer_renders_and_responds(lab):
     heads.locator("button", has_text="2").click()
     page.wait_for_function(
         "(old) => { const img = document.querySelector('img.widget-image'); "
-        "return img && img.src && img.src !== old; }", arg=before, timeout=20_000)
+        "return img && img.src && img.src !== old; }",
+        arg=before,
+        timeout=20_000,
+    )
     explorer = page.locator(".widget-vbox:has(img.widget-image)").first
     explorer.scroll_into_view_if_needed()
     shot = SCREENSHOTS / "6-explorer.png"

@@ -121,9 +121,14 @@ def test_a_damaged_or_old_file_does_not_break_the_widget(tmp_path):
     schedule = fc.Schedule(path=path)
     assert "started afresh" in schedule.problem
     assert all(s.box == 0 for s in schedule.state.values())
-    path.write_text(json.dumps({"version": 1, "cards": {"retired_card": {"box": 3, "due": 0.0,
-                                                                        "reviews": 1,
-                                                                        "lapses": 0}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "cards": {"retired_card": {"box": 3, "due": 0.0, "reviews": 1, "lapses": 0}},
+            }
+        )
+    )
     schedule = fc.Schedule(path=path)
     assert schedule.problem == "" and "retired_card" not in schedule.state
 

@@ -22,9 +22,7 @@ pytestmark = pytest.mark.slow
 
 
 def _first_answer(nb) -> str:
-    return next(
-        nbcell.grade_id(c) for c in nb.cells if nbcell.is_answer(c)
-    )
+    return next(nbcell.grade_id(c) for c in nb.cells if nbcell.is_answer(c))
 
 
 def _submissions(nb_id: str) -> dict[str, nbformat.NotebookNode]:
@@ -45,11 +43,7 @@ def _submissions(nb_id: str) -> dict[str, nbformat.NotebookNode]:
 
     noisy = nbformat.from_dict(solution)  # right answers that also write to stderr and warn
     name = _first_answer(solution)
-    position = next(
-        i
-        for i, c in enumerate(noisy.cells)
-        if nbcell.grade_id(c) == name
-    )
+    position = next(i for i, c in enumerate(noisy.cells) if nbcell.grade_id(c) == name)
     noisy.cells.insert(
         position + 1,
         nbformat.v4.new_code_cell(

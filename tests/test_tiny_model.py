@@ -151,8 +151,9 @@ def test_a_learners_attention_swapped_in_gives_the_same_model(model, batch):
         logits, weights = theirs(batch.inputs)
         mask = torch.ones(2, 4)
         mask[0, 1] = 0
-        torch.testing.assert_close(theirs(batch.inputs, mask)[0], model(batch.inputs, mask)[0],
-                                   atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(
+            theirs(batch.inputs, mask)[0], model(batch.inputs, mask)[0], atol=1e-4, rtol=1e-4
+        )
     torch.testing.assert_close(logits, ref_logits, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(weights[1], ref_weights[1], atol=1e-5, rtol=1e-4)
     assert type(model.blocks[0].attn).__name__ == "TorchMultiHeadAttention"
@@ -206,8 +207,9 @@ def test_training_is_deterministic():
     config = ModelConfig(d_model=16, num_heads=2)
     a = train.train(config, steps=5, batch_size=8, progress=False)
     b = train.train(config, steps=5, batch_size=8, progress=False)
-    for (name, x), (_, y) in zip(a.model.state_dict().items(), b.model.state_dict().items(),
-                                 strict=True):
+    for (name, x), (_, y) in zip(
+        a.model.state_dict().items(), b.model.state_dict().items(), strict=True
+    ):
         assert torch.equal(x, y), name
     assert a.losses == b.losses
 

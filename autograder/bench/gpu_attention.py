@@ -39,8 +39,10 @@ from autograder.tools.nb06_gpu_timing import cuda_time_ms, measure, naive_attent
 
 NOTEBOOK = "06_gpu_attention"
 TRITON_CELL = "triton_attention"
-_HEADER = "import math\n\nimport torch\n\nfrom autograder.tools import triton_support\n" \
-          "from autograder.tools.triton_support import tl, triton\n\n"
+_HEADER = (
+    "import math\n\nimport torch\n\nfrom autograder.tools import triton_support\n"
+    "from autograder.tools.triton_support import tl, triton\n\n"
+)
 
 
 def load_notebook_kernel(source: Path | None = None) -> Callable:
@@ -83,8 +85,14 @@ def quick_check(triton_attention: Callable, echo=print) -> list[dict]:
             want = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
             got = triton_attention(*(t.to(device, dtype) for t in (q, k, v)), causal=causal)
             err = (got.cpu().double() - want).abs().max().item()
-            row = {"dtype": str(dtype).removeprefix("torch."), "T": T, "S": S, "causal": causal,
-                   "max_abs_error": f"{err:.2e}", "ok": err <= tol}
+            row = {
+                "dtype": str(dtype).removeprefix("torch."),
+                "T": T,
+                "S": S,
+                "causal": causal,
+                "max_abs_error": f"{err:.2e}",
+                "ok": err <= tol,
+            }
             rows.append(row)
             echo(" ".join(f"{key}={value}" for key, value in row.items()))
     return rows
@@ -100,31 +108,54 @@ def tune(triton_attention: Callable, hs: int = 64, T: int = 4096, echo=print) ->
         for bn in (32, 64, 128):
             for warps in (4, 8):
                 for stages in (2, 3, 4):
-                    config = {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps,
-                              "num_stages": stages}
+                    config = {
+                        "BLOCK_M": bm,
+                        "BLOCK_N": bn,
+                        "num_warps": warps,
+                        "num_stages": stages,
+                    }
                     call = partial(triton_attention, q, k, v, config=config)
                     try:
                         ms = cuda_time_ms(call, warmup=3, reps=10)
                     except Exception as exc:  # noqa: BLE001 - e.g. out of shared memory
                         echo(f"{config}: failed ({type(exc).__name__})")
                         continue
-                    results.append({**config, "hs": hs, "T": T, "ms": round(ms, 4),
-                                    "tflops": round(flops / ms / 1e9, 2)})
+                    results.append(
+                        {
+                            **config,
+                            "hs": hs,
+                            "T": T,
+                            "ms": round(ms, 4),
+                            "tflops": round(flops / ms / 1e9, 2),
+                        }
+                    )
                     echo(f"{config}: {flops / ms / 1e9:.1f} TFLOP/s")
     return sorted(results, key=lambda r: r["ms"])
 
 
 def _summary(rows: Sequence[dict], echo=print) -> None:
     def tflops(method, causal):
-        return next((r["tflops"] for r in rows if r["method"] == method and r["T"] == 4096
-                     and r["hs"] == 64 and r["causal"] == causal and r["tflops"] != ""), None)
+        return next(
+            (
+                r["tflops"]
+                for r in rows
+                if r["method"] == method
+                and r["T"] == 4096
+                and r["hs"] == 64
+                and r["causal"] == causal
+                and r["tflops"] != ""
+            ),
+            None,
+        )
 
     for causal in (False, True):
         mine, ref = tflops("triton (notebook)", causal), tflops("sdpa", causal)
         if mine and ref:
             verdict = "meets" if mine >= 0.5 * ref else "MISSES"
-            echo(f"T=4096 hs=64 fp16 causal={causal}: triton {mine} vs SDPA {ref} TFLOP/s "
-                 f"= {mine / ref:.0%} ({verdict} the 50% target)")
+            echo(
+                f"T=4096 hs=64 fp16 causal={causal}: triton {mine} vs SDPA {ref} TFLOP/s "
+                f"= {mine / ref:.0%} ({verdict} the 50% target)"
+            )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -151,16 +182,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_csv(checks, args.out / "gpu_attention_quick.csv")
         device, dtype = ("cuda", torch.float16) if on_gpu else ("cpu", torch.float32)
         shape = dict(hs=64, tokens=2048, width=512) if on_gpu else dict(hs=32, tokens=64, width=64)
-        rows = [row for causal in (False, True) for row in measure(
-            methods, [32, 64] if not on_gpu else [512, 1024], dtype=dtype, causal=causal,
-            reps=3, device=device, **shape)]
+        rows = [
+            row
+            for causal in (False, True)
+            for row in measure(
+                methods,
+                [32, 64] if not on_gpu else [512, 1024],
+                dtype=dtype,
+                causal=causal,
+                reps=3,
+                device=device,
+                **shape,
+            )
+        ]
     else:
-        print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton "
-              f"{triton_support.triton.__version__}")
+        print(
+            f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton "
+            f"{triton_support.triton.__version__}"
+        )
         methods["sdpa flash"] = sdpa(torch.nn.attention.SDPBackend.FLASH_ATTENTION)
         methods["sdpa cudnn"] = sdpa(torch.nn.attention.SDPBackend.CUDNN_ATTENTION)
-        rows = [row for hs in args.head_sizes for causal in (False, True) for row in measure(
-            methods, [512, 1024, 2048, 4096, 8192, 16384], hs=hs, causal=causal)]
+        rows = [
+            row
+            for hs in args.head_sizes
+            for causal in (False, True)
+            for row in measure(methods, [512, 1024, 2048, 4096, 8192, 16384], hs=hs, causal=causal)
+        ]
         _summary(rows)
     write_csv(rows, args.out / "gpu_attention.csv")
     device_name = torch.cuda.get_device_name() if on_gpu else "CPU, Triton interpreter"

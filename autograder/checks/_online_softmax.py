@@ -98,34 +98,48 @@ def variants(q, k, v, causal: bool, block: int, triton: bool = False) -> dict[st
     rescale = f"{exp}({m_} − m_new)"
     out = {}
     if n_blocks > 1:
-        out["Your output matches a loop that does not rescale when the running max grows: "
+        out[
+            "Your output matches a loop that does not rescale when the running max grows: "
             f"multiply both {l_} and acc by {rescale} before adding the new block's "
-            "terms."] = _weigh(s, running_col, v)
+            "terms."
+        ] = _weigh(s, running_col, v)
         per_block = _weigh(s, block_lse, v, normalise=False)
-        out["Your output matches the sum of per-block softmax outputs: do not divide each "
+        out[
+            "Your output matches the sum of per-block softmax outputs: do not divide each "
             f"block by its own sum; keep acc and {l_} unnormalised and divide once at the "
-            "end."] = per_block
-        out["Your output matches the mean of per-block softmax outputs: blocks carry different "
-            "total weights, so merge them through the running max and sum instead."] = (
-            per_block / n_blocks)
+            "end."
+        ] = per_block
+        out[
+            "Your output matches the mean of per-block softmax outputs: blocks carry different "
+            "total weights, so merge them through the running max and sum instead."
+        ] = per_block / n_blocks
         w = torch.where(torch.isinf(s), 0.0, torch.exp(s - row_max))  # (B, nh, T, S)
         last = torch.arange(S) >= (n_blocks - 1) * block  # (S,): keys of the last block
         total = w.sum(-1, keepdim=True)  # (B, nh, T, 1)
-        out["Your output matches the last block's values only: accumulate with "
-            f"acc = acc·{rescale} + p @ v instead of overwriting acc."] = torch.where(
-            total > 0, (w * last) @ v / total.clamp_min(1e-300), 0.0)
-    out[f"Your output matches {exp}(s − m) @ v without the division: divide acc by the running "
-        f"sum {l_} once, after the last block."] = _weigh(s, row_max, v, normalise=False)
-    out["Your output matches attention without the 1/√hs scaling: multiply the scores by "
-        "1/√hs (hs = q.shape[-1])."] = _attend(q, k, v, allowed, scale=1.0)
+        out[
+            "Your output matches the last block's values only: accumulate with "
+            f"acc = acc·{rescale} + p @ v instead of overwriting acc."
+        ] = torch.where(total > 0, (w * last) @ v / total.clamp_min(1e-300), 0.0)
+    out[
+        f"Your output matches {exp}(s − m) @ v without the division: divide acc by the running "
+        f"sum {l_} once, after the last block."
+    ] = _weigh(s, row_max, v, normalise=False)
+    out[
+        "Your output matches attention without the 1/√hs scaling: multiply the scores by "
+        "1/√hs (hs = q.shape[-1])."
+    ] = _attend(q, k, v, allowed, scale=1.0)
     out["Your output matches scores divided by hs: scale by 1/√hs instead."] = _attend(
-        q, k, v, allowed, scale=1.0 / q.shape[-1])
+        q, k, v, allowed, scale=1.0 / q.shape[-1]
+    )
     if triton:
-        out["Your weights are too sharp by a factor log2(e): qk_scale already holds log2(e)/√hs, "
-            "so use tl.math.exp2 for both p and alpha, never tl.exp."] = _attend(
-            q, k, v, allowed, scale=LOG2E / math.sqrt(q.shape[-1]))
-        out["Your output matches scores that were never multiplied by qk_scale: multiply q·kᵀ "
-            "by qk_scale before the max and exp2."] = _attend(q, k, v, allowed, scale=math.log(2))
+        out[
+            "Your weights are too sharp by a factor log2(e): qk_scale already holds log2(e)/√hs, "
+            "so use tl.math.exp2 for both p and alpha, never tl.exp."
+        ] = _attend(q, k, v, allowed, scale=LOG2E / math.sqrt(q.shape[-1]))
+        out[
+            "Your output matches scores that were never multiplied by qk_scale: multiply q·kᵀ "
+            "by qk_scale before the max and exp2."
+        ] = _attend(q, k, v, allowed, scale=math.log(2))
     if causal:
         out.update(_causal_variants(q, k, v, block))
     return out
@@ -141,14 +155,16 @@ def _causal_variants(q, k, v, block: int) -> dict[str, torch.Tensor]:
         "Your causal mask lets each query see one future key: allow j <= i + S − T, not "
         "j <= i + S − T + 1.": _attend(q, k, v, allowed_keys(T, S, True, 1)),
         "`causal=True` is ignored: mask the keys with j > i + S − T in every block.": _attend(
-            q, k, v, None),
+            q, k, v, None
+        ),
         "Your causal mask compares the query with key positions inside the block: add the "
         "block's start to the key index (j = start + arange(block)).": _attend(q, k, v, local),
     }
     if S != T:
-        out["Your causal mask is aligned top-left (j <= i, like SDPA's is_causal): here the T "
-            "queries are the last T of S positions, so allow j <= i + S − T."] = _attend(
-            q, k, v, torch.ones(T, S, dtype=torch.bool).tril())
+        out[
+            "Your causal mask is aligned top-left (j <= i, like SDPA's is_causal): here the T "
+            "queries are the last T of S positions, so allow j <= i + S − T."
+        ] = _attend(q, k, v, torch.ones(T, S, dtype=torch.bool).tril())
     return out
 
 
@@ -206,8 +222,9 @@ def diagnose(out, q, k, v, causal, block, retries, tol, triton=False) -> str:
     if nan:
         return nan
     empty = _empty_rows(q, k, causal)  # (T,)
-    bad = ~torch.isclose(out.detach().cpu().double(), oracle(q, k, v, causal), atol=tol,
-                         rtol=tol).all(-1)  # (B, nh, T): queries whose output is wrong
+    bad = ~torch.isclose(
+        out.detach().cpu().double(), oracle(q, k, v, causal), atol=tol, rtol=tol
+    ).all(-1)  # (B, nh, T): queries whose output is wrong
     if empty.any() and not (bad & ~empty).any():
         l_ = "l_i" if triton else "l"
         return (
@@ -234,12 +251,16 @@ def diagnose(out, q, k, v, causal, block, retries, tol, triton=False) -> str:
         if good:
             return why
     if triton:
-        rules = ("m_new = max(m_i, row max of qk), l_i = l_i·exp2(m_i − m_new) + "
-                 "Σ exp2(qk − m_new), acc = acc·exp2(m_i − m_new) + exp2(qk − m_new) @ v, "
-                 "out = acc / l_i")
+        rules = (
+            "m_new = max(m_i, row max of qk), l_i = l_i·exp2(m_i − m_new) + "
+            "Σ exp2(qk − m_new), acc = acc·exp2(m_i − m_new) + exp2(qk − m_new) @ v, "
+            "out = acc / l_i"
+        )
     else:
-        rules = ("m_new = max(m, block max), l = l·exp(m − m_new) + Σ exp(s − m_new), "
-                 "acc = acc·exp(m − m_new) + exp(s − m_new) @ v, out = acc / l")
+        rules = (
+            "m_new = max(m, block max), l = l·exp(m − m_new) + Σ exp(s − m_new), "
+            "acc = acc·exp(m − m_new) + exp(s − m_new) @ v, out = acc / l"
+        )
     return (
         f"Your output differs from F.scaled_dot_product_attention for inputs {inputs}: compare "
         f"your loop with the update rules {rules}."

@@ -371,8 +371,9 @@ def check_padding_mask_values(padding_mask: Callable, *, seed: int = 0, thorough
         )
         variants = functools.partial(_padding_variants, lengths, max_len)
         _diagnose(out, _real(lengths, max_len), variants, generic)
-    out = _call_on_meta(padding_mask, PADDING, (torch.tensor([2, 3], device=META), 4), None,
-                        _DEVICE_HINT[PADDING])
+    out = _call_on_meta(
+        padding_mask, PADDING, (torch.tensor([2, 3], device=META), 4), None, _DEVICE_HINT[PADDING]
+    )
     _expect_device(out, PADDING, "lengths on the meta device")
 
 
@@ -457,8 +458,13 @@ def check_attention_mask_values(attention_mask: Callable, *, seed: int = 0, thor
         )
         variants = functools.partial(_attention_variants, lengths, max_len, causal)
         _diagnose(out, _combined(_real(lengths, max_len), causal), variants, generic)
-    out = _call_on_meta(attention_mask, ATTENTION, (torch.tensor([2, 3], device=META), 4),
-                        {"causal": True}, _DEVICE_HINT[ATTENTION])
+    out = _call_on_meta(
+        attention_mask,
+        ATTENTION,
+        (torch.tensor([2, 3], device=META), 4),
+        {"causal": True},
+        _DEVICE_HINT[ATTENTION],
+    )
     _expect_device(out, ATTENTION, "lengths on the meta device")
 
 
@@ -539,9 +545,10 @@ def _nn_variants(lengths, max_len, causal) -> dict[str, tuple]:
             f"`{NN_MASKS}` returned no attn_mask although causal=True: block future keys with "
             "a (T, T) mask that is True above the diagonal.": (None, ~real),
             f"`{NN_MASKS}` blocks the diagonal as well: a query may attend to itself, so only "
-            "keys strictly after it are True (triu with diagonal=1).": (~_tril(
-                max_len, max_len, -1
-            ), ~real),
+            "keys strictly after it are True (triu with diagonal=1).": (
+                ~_tril(max_len, max_len, -1),
+                ~real,
+            ),
         }
     return variants
 
@@ -592,8 +599,12 @@ def check_to_nn_mha_masks(to_nn_mha_masks: Callable, *, seed: int = 0, thorough:
             if _same_masks(attn_mask, ref_attn) and _same_masks(key_padding_mask, ref_pad):
                 fail(why)
         if out.isnan().any():
-            fail(f"nn.MultiheadAttention returned NaN with your masks for inputs {inputs}: a "
-                 "query has no allowed key, so block only future keys and padding keys.")
-        fail(f"nn.MultiheadAttention with your masks differs from attention with the course's "
-             f"mask for inputs {inputs}: attn_mask must be True for future keys and "
-             "key_padding_mask True for padding.")
+            fail(
+                f"nn.MultiheadAttention returned NaN with your masks for inputs {inputs}: a "
+                "query has no allowed key, so block only future keys and padding keys."
+            )
+        fail(
+            f"nn.MultiheadAttention with your masks differs from attention with the course's "
+            f"mask for inputs {inputs}: attn_mask must be True for future keys and "
+            "key_padding_mask True for padding."
+        )

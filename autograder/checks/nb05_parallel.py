@@ -123,36 +123,43 @@ def _variants(mha, x) -> dict[str, torch.Tensor]:
     strided = torch.cat([torch.arange(h, C, nh) for h in range(nh)])  # head h: features h::nh
     shifted = torch.cat([torch.arange(h, h + hs) for h in range(nh)])  # head h starts at h
     reversed_heads = torch.arange(C).view(nh, hs).flip(0).reshape(C)  # heads concatenated h..0
-    transposed = {p: (getattr(mha, p).weight.T, getattr(mha, p).bias)
-                  for p in ("q_proj", "k_proj", "v_proj")}
+    transposed = {
+        p: (getattr(mha, p).weight.T, getattr(mha, p).bias) for p in ("q_proj", "k_proj", "v_proj")
+    }
     owner = "head h owns rows h*hs:(h+1)*hs of each projection weight"
     changes = {
-        f"takes every nh-th feature (h::nh) for head h: {owner}, one consecutive block.":
-            _qkv(mha, rows=strided),
+        f"takes every nh-th feature (h::nh) for head h: {owner}, one consecutive block.": _qkv(
+            mha, rows=strided
+        ),
         f"starts head h at feature h instead of h*hs: {owner}.": _qkv(mha, rows=shifted),
         "uses columns of the projection weights (weight[:, h*hs:(h+1)*hs], or x @ weight "
         "without .T): nn.Linear stores weight as (out, in), so take rows weight[h*hs:(h+1)*hs] "
         "and compute F.linear(x, w_h, b_h).": transposed,
-        "is the concatenated heads without the output projection: finish with "
-        "mha.out_proj(...).": {"out_proj": (torch.eye(C, dtype=x.dtype), _wb(o, bias=False)[1])},
+        "is the concatenated heads without the output projection: finish with mha.out_proj(...).": {
+            "out_proj": (torch.eye(C, dtype=x.dtype), _wb(o, bias=False)[1])
+        },
         "divides the scores by √C: each head's dot products have hs = C // nh terms, so divide "
         "by √hs.": {"q_proj": _wb(q, scale=math.sqrt(hs / C))},
-        "does not scale the scores: divide q @ kᵀ by √hs (hs = C // nh) before the softmax.":
-            {"q_proj": _wb(q, scale=math.sqrt(hs))},
+        "does not scale the scores: divide q @ kᵀ by √hs (hs = C // nh) before the softmax.": {
+            "q_proj": _wb(q, scale=math.sqrt(hs))
+        },
         "concatenates the heads in the wrong order: head h's output must land in features "
-        "h*hs:(h+1)*hs, the order out_proj expects.":
-            {"out_proj": (o.weight[:, reversed_heads], o.bias)},
+        "h*hs:(h+1)*hs, the order out_proj expects.": {
+            "out_proj": (o.weight[:, reversed_heads], o.bias)
+        },
         "uses the keys as values: v comes from v_proj's slice.": {"v_proj": _wb(k)},
     }
     if o.bias is not None:
-        changes.update({
-            "leaves out the biases of the q/k/v slices: slice them too, bias[h*hs:(h+1)*hs].":
-                _qkv(mha, bias=False),
-            "misses the output projection's bias: use mha.out_proj(...) or F.linear with "
-            "out_proj.bias.": {"out_proj": _wb(o, bias=False)},
-            "adds out_proj.bias once per head: when each head is projected separately, add the "
-            "bias once, after summing the heads.": {"out_proj": (o.weight, nh * o.bias)},
-        })
+        changes.update(
+            {
+                "leaves out the biases of the q/k/v slices: slice them too, "
+                "bias[h*hs:(h+1)*hs].": _qkv(mha, bias=False),
+                "misses the output projection's bias: use mha.out_proj(...) or F.linear with "
+                "out_proj.bias.": {"out_proj": _wb(o, bias=False)},
+                "adds out_proj.bias once per head: when each head is projected separately, add the "
+                "bias once, after summing the heads.": {"out_proj": (o.weight, nh * o.bias)},
+            }
+        )
     right = _oracle(mha, x)
     outputs = {why: _altered(mha, x, **change) for why, change in changes.items()}
     return {why: out for why, out in outputs.items() if not close(out, right, 1e-4, 1e-3)}
@@ -160,8 +167,14 @@ def _variants(mha, x) -> dict[str, torch.Tensor]:
 
 def _value_cases(gen, thorough):
     """``(B, T, C, nh, bias)``: bias and none, nh = 1, nh = C, batch 1, T = 1, then random."""
-    yield from [(2, 5, 12, 3, True), (2, 4, 12, 3, False), (1, 6, 8, 1, True),
-                (2, 3, 6, 6, True), (1, 1, 8, 2, False), (3, 7, 16, 4, True)]
+    yield from [
+        (2, 5, 12, 3, True),
+        (2, 4, 12, 3, False),
+        (1, 6, 8, 1, True),
+        (2, 3, 6, 6, True),
+        (1, 1, 8, 2, False),
+        (3, 7, 16, 4, True),
+    ]
     for _ in range(6 if thorough else 1):
         nh, hs = randint(gen, 1, 6), randint(gen, 1, 6)
         yield randint(gen, 1, 3), randint(gen, 1, 10), nh * hs, nh, bool(randint(gen, 0, 1))
@@ -179,8 +192,11 @@ def _check_values(fn: Callable, name: str, seed: int, thorough: bool, extra: str
         if close(out, _oracle(mha, x)):
             continue
         why = first_match(out, _variants(mha, x))
-        fail(f"`{name}` ({inputs}) {why}" if why else
-             f"`{name}` differs from mha(x)[0] for {inputs}: {extra}.")
+        fail(
+            f"`{name}` ({inputs}) {why}"
+            if why
+            else f"`{name}` differs from mha(x)[0] for {inputs}: {extra}."
+        )
     mha = _make_mha(gen, 8, 2, dtype=torch.float32)
     out = _run(fn, name, randn(gen, 2, 3, 8, dtype=torch.float32), mha)
     expect_dtype(out, torch.float32, f"The output of `{name}`")
@@ -189,17 +205,27 @@ def _check_values(fn: Callable, name: str, seed: int, thorough: bool, extra: str
 def check_mha_sequential_values(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """``mha_sequential(x, mha)`` equals ``mha(x)[0]``: bias or not, nh = 1, nh = C, batch 1."""
     __tracebackhide__ = True
-    _check_values(fn, SEQ, seed, thorough,
-                  "for each head slice rows h*hs:(h+1)*hs of q/k/v weights and biases, attend "
-                  "with scores / √hs, concatenate the heads in order, then apply mha.out_proj")
+    _check_values(
+        fn,
+        SEQ,
+        seed,
+        thorough,
+        "for each head slice rows h*hs:(h+1)*hs of q/k/v weights and biases, attend "
+        "with scores / √hs, concatenate the heads in order, then apply mha.out_proj",
+    )
 
 
 def check_mha_parallel_values(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """``mha_parallel(x, mha)`` equals ``mha(x)[0]``: bias or not, nh = 1, nh = C, batch 1."""
     __tracebackhide__ = True
-    _check_values(fn, PAR, seed, thorough,
-                  "split with .view(B, T, nh, hs).transpose(1, 2) (view alone scrambles tokens), "
-                  "merge with .transpose(1, 2).reshape(B, T, C), and scale by √hs")
+    _check_values(
+        fn,
+        PAR,
+        seed,
+        thorough,
+        "split with .view(B, T, nh, hs).transpose(1, 2) (view alone scrambles tokens), "
+        "merge with .transpose(1, 2).reshape(B, T, C), and scale by √hs",
+    )
 
 
 # ------------------------------------------------------------- one at a time vs all at once
@@ -242,11 +268,15 @@ def check_mha_sequential_loops(fn: Callable, *, seed: int = 0, thorough: bool = 
         if all(c1 - c0 >= n1 - n0 for n0, n1, c0, c1 in steps):
             continue
         if len(set(counts)) == 1:
-            fail(f"`{SEQ}` runs {counts[0]} matrix products (or fused attention calls) whatever "
-                 "the number of heads: it computes all heads at once; loop over the heads "
-                 "(for h in range(mha.num_heads)) with one slice of the weights per head.")
-        fail(f"`{SEQ}` ran {_listing(nhs, counts)} matrix products: it should take at least one "
-             "more per extra head, each head projected and attended on its own inside the loop.")
+            fail(
+                f"`{SEQ}` runs {counts[0]} matrix products (or fused attention calls) whatever "
+                "the number of heads: it computes all heads at once; loop over the heads "
+                "(for h in range(mha.num_heads)) with one slice of the weights per head."
+            )
+        fail(
+            f"`{SEQ}` ran {_listing(nhs, counts)} matrix products: it should take at least one "
+            "more per extra head, each head projected and attended on its own inside the loop."
+        )
 
 
 def check_mha_parallel_batches(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
@@ -259,10 +289,12 @@ def check_mha_parallel_batches(fn: Callable, *, seed: int = 0, thorough: bool = 
         steps = zip(nhs, nhs[1:], counts, counts[1:], strict=False)
         if all(c1 - c0 < n1 - n0 for n0, n1, c0, c1 in steps):  # shapes may shift a few ops
             continue
-        fail(f"`{PAR}` ran {_listing(nhs, counts)} matrix products: the count grows with the "
-             "heads, so something still runs once per head (a for loop, a list comprehension, "
-             "torch.split or chunk); keep the heads as dimension 1 of (B, nh, T, hs) and use one "
-             "batched @ for all of them.")
+        fail(
+            f"`{PAR}` ran {_listing(nhs, counts)} matrix products: the count grows with the "
+            "heads, so something still runs once per head (a for loop, a list comprehension, "
+            "torch.split or chunk); keep the heads as dimension 1 of (B, nh, T, hs) and use one "
+            "batched @ for all of them."
+        )
 
 
 # ------------------------------------------------------------------------------ FLOPs
@@ -288,16 +320,18 @@ def _flop_variants(B, nh, proj, attn) -> dict[str, float]:
         "leaves out the attention products: q @ kᵀ and weights @ v cost 2·B·T²·C FLOPs each, "
         "summed over the heads.": proj,
         "leaves out the projections: q, k, v and out each cost 2·B·T·C·C FLOPs.": attn,
-        "misses the output projection: there are four C×C projections, q, k, v and out.":
-            proj * 3 / 4 + attn,
+        "misses the output projection: there are four C×C projections, q, k, v and out.": proj
+        * 3
+        / 4
+        + attn,
         "counts only one of the two attention products: q @ kᵀ and weights @ v cost "
         "2·B·T²·C FLOPs each.": proj + attn / 2,
         "counts each head at the full width C: a head works on hs = C // nh features, so "
         "the heads together cost what one head of width C costs.": proj + nh * attn,
         "counts the attention of a single head: multiply a head's cost by nh (or use C "
         "instead of hs).": proj + attn / nh,
-        "counts the projections of one head only: each projection is C×C in total.":
-            proj / nh + attn,
+        "counts the projections of one head only: each projection is C×C in total.": proj / nh
+        + attn,
         "leaves out the batch: every term is proportional to B.": (proj + attn) / B,
     }
 
@@ -305,8 +339,14 @@ def _flop_variants(B, nh, proj, attn) -> dict[str, float]:
 def _flop_cases(gen, thorough):
     """``(B, T, C, nh)``: one where every mistake gives its own count (first), the notebook's
     size, GPT-2 small, nh = 1, nh = C, T = 1, then random ones."""
-    yield from [(3, 7, 12, 4), (2, 128, 512, 8), (8, 1024, 768, 12), (1, 1, 8, 1),
-                (1, 5, 6, 6), (4, 64, 64, 64)]
+    yield from [
+        (3, 7, 12, 4),
+        (2, 128, 512, 8),
+        (8, 1024, 768, 12),
+        (1, 1, 8, 1),
+        (1, 5, 6, 6),
+        (4, 64, 64, 64),
+    ]
     for _ in range(8 if thorough else 2):
         nh = randint(gen, 1, 16)
         yield randint(gen, 1, 16), randint(gen, 1, 4096), nh * randint(gen, 1, 128), nh
@@ -324,15 +364,29 @@ def check_attention_flops(fn: Callable, *, seed: int = 0, thorough: bool = False
         if isinstance(got, bool) or not isinstance(got, numbers.Real):
             fail(f"{where} returned {type(got).__name__}: return a Python int.")
         if got == total and not isinstance(got, numbers.Integral):
-            fail(f"{where} returned a {type(got).__name__}: return an int (use *, + and //, "
-                 "not /, or wrap the result in int()).")
+            fail(
+                f"{where} returned a {type(got).__name__}: return an int (use *, + and //, "
+                "not /, or wrap the result in int())."
+            )
         if got == total:
             continue
-        why = next((w for w, v in _flop_variants(B, nh, proj, attn).items()
-                    if v != total and math.isclose(got, v, rel_tol=1e-9)), None)
-        fail(f"{where} = {got:,} but FlopCounterMode measures {total:,}: "
-             + (f"it {why}" if why else "add 2·B·T·C·C for each of the four projections and "
-                "2·B·T²·C for each of the two attention products."))
+        why = next(
+            (
+                w
+                for w, v in _flop_variants(B, nh, proj, attn).items()
+                if v != total and math.isclose(got, v, rel_tol=1e-9)
+            ),
+            None,
+        )
+        fail(
+            f"{where} = {got:,} but FlopCounterMode measures {total:,}: "
+            + (
+                f"it {why}"
+                if why
+                else "add 2·B·T·C·C for each of the four projections and "
+                "2·B·T²·C for each of the two attention products."
+            )
+        )
 
 
 def _learner_flops(fn, name, mha, x) -> int:
@@ -343,8 +397,9 @@ def _learner_flops(fn, name, mha, x) -> int:
     return counter.get_total_flops()
 
 
-def check_same_flops(sequential: Callable, parallel: Callable, *, seed: int = 0,
-                     thorough: bool = False) -> None:
+def check_same_flops(
+    sequential: Callable, parallel: Callable, *, seed: int = 0, thorough: bool = False
+) -> None:
     """Both versions do exactly the matmul FLOPs of ``mha(x)`` itself (FlopCounterMode)."""
     __tracebackhide__ = True
     gen = make_generator(seed)
@@ -359,12 +414,16 @@ def check_same_flops(sequential: Callable, parallel: Callable, *, seed: int = 0,
             if got == expected:
                 continue
             if got == expected + (nh - 1) * proj * 3 // 4:
-                fail(f"`{name}` computes the full q/k/v projections for every head and slices "
-                     f"afterwards ({got:,} FLOPs instead of {expected:,}): slice the weights "
-                     "first, so each head's product is only (B, T, C) @ (C, hs).")
-            fail(f"`{name}` does {got:,} matmul FLOPs where mha(x) does {expected:,} (B={B}, "
-                 f"T={T}, C={C}, nh={nh}): both versions do the same arithmetic, so look for "
-                 "work repeated per head or products computed and not used.")
+                fail(
+                    f"`{name}` computes the full q/k/v projections for every head and slices "
+                    f"afterwards ({got:,} FLOPs instead of {expected:,}): slice the weights "
+                    "first, so each head's product is only (B, T, C) @ (C, hs)."
+                )
+            fail(
+                f"`{name}` does {got:,} matmul FLOPs where mha(x) does {expected:,} (B={B}, "
+                f"T={T}, C={C}, nh={nh}): both versions do the same arithmetic, so look for "
+                "work repeated per head or products computed and not used."
+            )
 
 
 # ------------------------------------------------------------------------- quiz answers
@@ -394,8 +453,9 @@ def _as_int(value, name) -> int:
     return int(value)
 
 
-def check_predicted_matmul_counts(sequential, parallel, *, seed: int = 0,
-                                  thorough: bool = False) -> None:
+def check_predicted_matmul_counts(
+    sequential, parallel, *, seed: int = 0, thorough: bool = False
+) -> None:
     """The predicted matmul counts at nh = 16: 5·nh + 1 for the loop, 6 for the batched form."""
     __tracebackhide__ = True
     for value, name, key, right in (
@@ -409,30 +469,42 @@ def check_predicted_matmul_counts(sequential, parallel, *, seed: int = 0,
 
 
 _QUIZ = {
-    "q1": ("c", {
-        "a": "H full-size passes would cost H times more, but the heads split C: each works on "
-             "hs = C / H features",
-        "b": "no square root appears: the projections do not depend on H and the attention "
-             "products sum to the same 4·B·T²·C",
-        "d": "splitting C into H heads re-arranges the same products; it removes none of them",
-    }),
-    "q2": ("b", {
-        "a": "FlopCounterMode measured the same FLOPs for both versions",
-        "c": "the Python loop costs the same wherever the tensors live; what differs is how "
-             "much parallel hardware one small head-sized product leaves idle",
-        "d": "both versions read exactly the same weights, with no copy",
-    }),
-    "q3": ("a", {
-        "b": "softmax is not linear, and linearity is not what lets heads run side by side",
-        "c": "each head computes its own attention weights from its own slices",
-        "d": "the output projection mixes all heads, after the concatenation",
-    }),
-    "q4": ("d", {
-        "a": "one cold run per version measures a single moment of a shared machine",
-        "b": "synchronising matters on a GPU, but this was a CPU; the missing warm-up and "
-             "repeats are the problem",
-        "c": "averaging two cold runs keeps both problems: no warm-up and no repeats",
-    }),
+    "q1": (
+        "c",
+        {
+            "a": "H full-size passes would cost H times more, but the heads split C: each works on "
+            "hs = C / H features",
+            "b": "no square root appears: the projections do not depend on H and the attention "
+            "products sum to the same 4·B·T²·C",
+            "d": "splitting C into H heads re-arranges the same products; it removes none of them",
+        },
+    ),
+    "q2": (
+        "b",
+        {
+            "a": "FlopCounterMode measured the same FLOPs for both versions",
+            "c": "the Python loop costs the same wherever the tensors live; what differs is how "
+            "much parallel hardware one small head-sized product leaves idle",
+            "d": "both versions read exactly the same weights, with no copy",
+        },
+    ),
+    "q3": (
+        "a",
+        {
+            "b": "softmax is not linear, and linearity is not what lets heads run side by side",
+            "c": "each head computes its own attention weights from its own slices",
+            "d": "the output projection mixes all heads, after the concatenation",
+        },
+    ),
+    "q4": (
+        "d",
+        {
+            "a": "one cold run per version measures a single moment of a shared machine",
+            "b": "synchronising matters on a GPU, but this was a CPU; the missing warm-up and "
+            "repeats are the problem",
+            "c": "averaging two cold runs keeps both problems: no warm-up and no repeats",
+        },
+    ),
 }
 
 

@@ -139,20 +139,27 @@ def _tiled_retries(fn, q, k, v, block, causal, tol):
 
     retries = []
     if block < S:
-        retries.append((
-            "Your output is right when all keys fit in one block (block_size ≥ S) but wrong with "
-            "several blocks: when the running max grows, multiply both l and acc by "
-            "exp(m_old − m_new) before adding the new block, and divide by l once, after the "
-            "loop.",
-            one_block,
-        ))
+        retries.append(
+            (
+                "Your output is right when all keys fit in one block (block_size ≥ S) but wrong "
+                "with "
+                "several blocks: when the running max grows, multiply both l and acc by "
+                "exp(m_old − m_new) before adding the new block, and divide by l once, after the "
+                "loop.",
+                one_block,
+            )
+        )
     if S % block and S > block:
-        retries.insert(0, (
-            f"Your output is right when block_size divides S but wrong for S={S}, "
-            f"block_size={block}: the last, partial block of keys is lost or mis-sliced; loop over "
-            "range(0, S, block_size) and slice k[..., start:start + block_size, :].",
-            whole_blocks,
-        ))
+        retries.insert(
+            0,
+            (
+                f"Your output is right when block_size divides S but wrong for S={S}, "
+                f"block_size={block}: the last, partial block of keys is lost or mis-sliced; loop "
+                "over "
+                "range(0, S, block_size) and slice k[..., start:start + block_size, :].",
+                whole_blocks,
+            ),
+        )
     return retries
 
 
@@ -314,18 +321,24 @@ def _triton_retries(fn, q, k, v, causal, block, tol):
 
     retries = []
     if S % block and S > block:
-        retries.append((
-            f"Your kernel is right when S is a multiple of BLOCK_N={block} but wrong for S={S}: "
-            "the padded key columns (cols >= S, loaded as zeros) must get a score of -inf.",
-            lambda: first(S // block * block),
-        ))
+        retries.append(
+            (
+                f"Your kernel is right when S is a multiple of BLOCK_N={block} but wrong for "
+                f"S={S}: "
+                "the padded key columns (cols >= S, loaded as zeros) must get a score of -inf.",
+                lambda: first(S // block * block),
+            )
+        )
     if S > block:
-        retries.append((
-            f"Your kernel is right when all keys fit in one block (S ≤ BLOCK_N={block}) but wrong "
-            "with several: when the running max grows, multiply l_i and acc by "
-            "exp2(m_i − m_new) before adding the new block.",
-            lambda: first(block),
-        ))
+        retries.append(
+            (
+                f"Your kernel is right when all keys fit in one block (S ≤ BLOCK_N={block}) but "
+                "wrong "
+                "with several: when the running max grows, multiply l_i and acc by "
+                "exp2(m_i − m_new) before adding the new block.",
+                lambda: first(block),
+            )
+        )
     return retries
 
 
@@ -373,4 +386,3 @@ def check_triton_causal(fn: Callable, *, seed: int = 0, thorough: bool = False) 
     """Causal ``triton_attention`` (bottom-right) equals SDPA with the mask j <= i + S - T."""
     __tracebackhide__ = True
     _check_triton(fn, True, seed, thorough)
-

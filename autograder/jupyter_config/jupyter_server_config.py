@@ -12,11 +12,13 @@ import shutil
 from pathlib import Path
 
 c = get_config()  # noqa: F821 (provided by Jupyter when it loads this file)
-c.ServerApp.jpserver_extensions.update({
-    "nbgrader.server_extensions.formgrader": False,
-    "nbgrader.server_extensions.assignment_list": False,
-    "nbgrader.server_extensions.course_list": False,
-})
+c.ServerApp.jpserver_extensions.update(
+    {
+        "nbgrader.server_extensions.formgrader": False,
+        "nbgrader.server_extensions.assignment_list": False,
+        "nbgrader.server_extensions.course_list": False,
+    }
+)
 _shell = os.environ.get("SHELL") or shutil.which("bash") or shutil.which("sh")
 _rc = Path(__file__).resolve().parent / "shell"
 if _shell:

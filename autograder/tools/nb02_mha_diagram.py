@@ -20,8 +20,13 @@ def _box(ax: Axes, x: float, y: float, w: float, h: float, text: str, colour) ->
     """A rounded box centred on ``(x, y)`` with ``text`` inside."""
     ax.add_patch(
         FancyBboxPatch(
-            (x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02", facecolor=colour,
-            edgecolor="0.3", linewidth=1,
+            (x - w / 2, y - h / 2),
+            w,
+            h,
+            boxstyle="round,pad=0.02",
+            facecolor=colour,
+            edgecolor="0.3",
+            linewidth=1,
         )
     )
     ax.text(x, y, text, ha="center", va="center", fontsize=9)
@@ -76,6 +81,7 @@ def plot_mha_fanout(num_heads: int = 3, d_model: int | None = None, ax: Axes | N
     ax.set_xlim(-0.9, 12.6)
     ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.axis("off")
-    ax.set_title(f"Multi-head attention with nh = {num_heads}: one input, {num_heads} heads, "
-                 "one output")
+    ax.set_title(
+        f"Multi-head attention with nh = {num_heads}: one input, {num_heads} heads, one output"
+    )
     return ax

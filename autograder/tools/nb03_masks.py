@@ -74,8 +74,15 @@ def plot_mask(
         for t in range(T):
             for s in range(S):
                 allowed = m[t, s] > 0
-                ax.text(s, t, "T" if allowed else "F", ha="center", va="center", fontsize=7,
-                        color="white" if allowed else "#999999")
+                ax.text(
+                    s,
+                    t,
+                    "T" if allowed else "F",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if allowed else "#999999",
+                )
     if title:
         ax.set_title(title, fontsize=9)
     return ax
@@ -96,11 +103,12 @@ def plot_masks(
     nrows = -(-len(arrays) // ncols)
     T = max(a.shape[0] for a in arrays.values())
     S = max(a.shape[-1] for a in arrays.values())
-    fig, axes = plt.subplots(nrows, ncols, squeeze=False,
-                             figsize=(ncols * (0.42 * S + 1.6), nrows * (0.42 * T + 1.4)))
+    fig, axes = plt.subplots(
+        nrows, ncols, squeeze=False, figsize=(ncols * (0.42 * S + 1.6), nrows * (0.42 * T + 1.4))
+    )
     for ax, (title, m) in zip(axes.flat, arrays.items(), strict=False):
         plot_mask(m, query_labels, key_labels, ax=ax, title=title)
-    for ax in list(axes.flat)[len(arrays):]:
+    for ax in list(axes.flat)[len(arrays) :]:
         ax.axis("off")
     if suptitle:
         fig.suptitle(suptitle)
@@ -156,9 +164,11 @@ def draw_causal_alignment(causal_mask: Callable, T: int, S: int) -> Figure:
 def causal_alignment_widget(causal_mask: Callable, T: int = 2, S: int = 6) -> widgets.VBox:
     """Sliders for ``T`` and ``S`` over :func:`draw_causal_alignment` (``S`` is kept ≥ ``T``)."""
     controls = {
-        "T": widgets.IntSlider(value=T, min=1, max=10, description="T (queries)",
-                               continuous_update=False),
-        "S": widgets.IntSlider(value=S, min=1, max=12, description="S (keys)",
-                               continuous_update=False),
+        "T": widgets.IntSlider(
+            value=T, min=1, max=10, description="T (queries)", continuous_update=False
+        ),
+        "S": widgets.IntSlider(
+            value=S, min=1, max=12, description="S (keys)", continuous_update=False
+        ),
     }
     return live_figure(lambda T, S: draw_causal_alignment(causal_mask, T, max(S, T)), controls)

@@ -116,8 +116,15 @@ def plot_online_softmax(scores, block_size: int, row: int = 0) -> Figure:
         left.axhline(b * block_size - 0.5, color="black", lw=0.8, ls=":")
     tile_rows = min(block_size, T)
     left.add_patch(
-        Rectangle((block_size - 0.5, -0.5), min(block_size, S - block_size), tile_rows,
-                  fill=False, ec="gold", lw=3, label="one tile: a query block × a key block")
+        Rectangle(
+            (block_size - 0.5, -0.5),
+            min(block_size, S - block_size),
+            tile_rows,
+            fill=False,
+            ec="gold",
+            lw=3,
+            label="one tile: a query block × a key block",
+        )
     )
     left.axhline(row, color="green", lw=2, label=f"query {row}")
     title = f"scores (T={T}, S={S}), key blocks of {block_size}"
@@ -132,16 +139,30 @@ def plot_online_softmax(scores, block_size: int, row: int = 0) -> Figure:
         block = x[b * block_size : (b + 1) * block_size]
         m_new = max(m, block.max())
         factor = math.exp(m - m_new) if np.isfinite(m) else 0.0
-        right.hlines(m_new, b * block_size - 0.5, min((b + 1) * block_size, S) - 0.5,
-                     color="black", lw=2, label="running max m" if b == 0 else None)
+        right.hlines(
+            m_new,
+            b * block_size - 0.5,
+            min((b + 1) * block_size, S) - 0.5,
+            color="black",
+            lw=2,
+            label="running max m" if b == 0 else None,
+        )
         if b > 0:
-            right.annotate(f"×{factor:.2g}", (b * block_size, m_new), textcoords="offset points",
-                           xytext=(0, 6), fontsize=8)
+            right.annotate(
+                f"×{factor:.2g}",
+                (b * block_size, m_new),
+                textcoords="offset points",
+                xytext=(0, 6),
+                fontsize=8,
+            )
         m = m_new
     low, high = x.min(), x.max()
     right.set_ylim(min(low, 0) - 0.1 * (high - low), high + 0.25 * (high - low))
-    right.set(xlabel="key (colour = block)", ylabel="score",
-              title=f"query {row}: running max; ×f = exp(m_old − m_new) rescales l and acc")
+    right.set(
+        xlabel="key (colour = block)",
+        ylabel="score",
+        title=f"query {row}: running max; ×f = exp(m_old − m_new) rescales l and acc",
+    )
     right.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     return fig

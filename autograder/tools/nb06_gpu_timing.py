@@ -113,9 +113,19 @@ def measure(
         q, k, v = (torch.randn(B, nh, T, hs, device=device, dtype=dtype) for _ in range(3))
         flops = attention_flops(B, nh, T, T, hs, causal)
         for name, fn in methods.items():
-            row = {"method": name, "dtype": str(dtype).removeprefix("torch."), "causal": causal,
-                   "B": B, "nh": nh, "T": T, "hs": hs, "ms": "", "tflops": "", "peak_mib": "",
-                   "note": ""}
+            row = {
+                "method": name,
+                "dtype": str(dtype).removeprefix("torch."),
+                "causal": causal,
+                "B": B,
+                "nh": nh,
+                "T": T,
+                "hs": hs,
+                "ms": "",
+                "tflops": "",
+                "peak_mib": "",
+                "note": "",
+            }
             if name.startswith("naive") and 3 * B * nh * T * T * q.element_size() > budget:
                 row["note"] = "skipped: the (T, S) matrices would not fit comfortably"
                 rows.append(row)
@@ -150,10 +160,17 @@ def plot(rows: Sequence[dict], title: str = ""):
         for method in methods:
             for causal in (False, True):
                 key = (method, causal, hs)
-                pts = [r for r in rows
-                       if (r["method"], r["causal"], r["hs"]) == key and r["tflops"] != ""]
-                style = dict(color=colours[method], ls="--" if causal else "-", marker="o",
-                             label=f"{method}{', causal' if causal else ''}")
+                pts = [
+                    r
+                    for r in rows
+                    if (r["method"], r["causal"], r["hs"]) == key and r["tflops"] != ""
+                ]
+                style = dict(
+                    color=colours[method],
+                    ls="--" if causal else "-",
+                    marker="o",
+                    label=f"{method}{', causal' if causal else ''}",
+                )
                 if pts:
                     ax_speed.plot([r["T"] for r in pts], [r["tflops"] for r in pts], **style)
                 mem = [r for r in pts if r["peak_mib"] != ""]

@@ -38,8 +38,9 @@ def _thin(labels: list[str]) -> tuple[list[int], list[str]]:
     return ticks, [labels[i] for i in ticks]
 
 
-def draw_head(weights, tokens: list[str], title: str = "", view: str = "both",
-              threshold: float = 0.05) -> Figure:
+def draw_head(
+    weights, tokens: list[str], title: str = "", view: str = "both", threshold: float = 0.05
+) -> Figure:
     """One head's ``(T, T)`` weights as a heatmap and/or lines from each query to its keys.
 
     ``view`` is ``"heatmap"``, ``"lines"`` or ``"both"``. Lines are drawn for weights above
@@ -64,12 +65,23 @@ def draw_head(weights, tokens: list[str], title: str = "", view: str = "both",
         else:
             for side, x in ((0, 0.0), (1, 1.0)):
                 for i in ticks:
-                    ax.text(x + (-0.04 if side == 0 else 0.04), -i, tokens[i], fontsize=_LABEL_PT,
-                            ha="right" if side == 0 else "left", va="center")
+                    ax.text(
+                        x + (-0.04 if side == 0 else 0.04),
+                        -i,
+                        tokens[i],
+                        fontsize=_LABEL_PT,
+                        ha="right" if side == 0 else "left",
+                        va="center",
+                    )
             rows, cols = (w > threshold).nonzero()
             for q, k in zip(rows, cols, strict=True):
-                ax.plot([0, 1], [-q, -k], color="tab:blue", alpha=float(min(w[q, k], 1.0)),
-                        lw=0.5 + 2.5 * float(w[q, k]))
+                ax.plot(
+                    [0, 1],
+                    [-q, -k],
+                    color="tab:blue",
+                    alpha=float(min(w[q, k], 1.0)),
+                    lw=0.5 + 2.5 * float(w[q, k]),
+                )
             ax.set(xlim=(-0.35, 1.35), ylim=(-T + 0.5, 0.5))
             ax.axis("off")
             ax.set_title("query → key", fontsize=_LABEL_PT + 1)
@@ -85,8 +97,9 @@ def _png(fig: Figure) -> bytes:
     return buffer.getvalue()
 
 
-def _table_html(table: dict[str, torch.Tensor], selected: tuple[int, int],
-                mask: torch.Tensor) -> str:
+def _table_html(
+    table: dict[str, torch.Tensor], selected: tuple[int, int], mask: torch.Tensor
+) -> str:
     names = list(nb07_head_stats.STATISTICS)
     stats = nb07_head_stats.STATISTICS
     head = "".join(f"<th style='{_PAD}' title='{html.escape(stats[n])}'>{n}</th>" for n in names)
@@ -96,8 +109,9 @@ def _table_html(table: dict[str, torch.Tensor], selected: tuple[int, int],
         for h in range(nh):
             style = "font-weight:bold;background:#e8f0fe" if (layer, h) == selected else ""
             off = "" if mask[layer, h] else " (off)"
-            cells = "".join(f"<td style='{_PAD}'>{float(table[n][layer, h]):.2f}</td>"
-                            for n in names)
+            cells = "".join(
+                f"<td style='{_PAD}'>{float(table[n][layer, h]):.2f}</td>" for n in names
+            )
             label = html.escape(nb07_head_stats.describe_head(table, layer, h))
             name = f"<td style='{_PAD}'>L{layer}H{h}{off}</td>"
             rows.append(f"<tr style='{style}'>{name}{cells}<td style='{_PAD}'>{label}</td></tr>")
@@ -116,12 +130,20 @@ class HeadExplorer:
     a note says so. ``export_dir`` is where the PNG and SVG buttons write.
     """
 
-    def __init__(self, model, entropy_fn: Callable | None = None,
-                 previous_fn: Callable | None = None, eval_batch: toy_data.Batch | None = None,
-                 export_dir: str | Path = ".", texts: dict[str, str] | None = None):
+    def __init__(
+        self,
+        model,
+        entropy_fn: Callable | None = None,
+        previous_fn: Callable | None = None,
+        eval_batch: toy_data.Batch | None = None,
+        export_dir: str | Path = ".",
+        texts: dict[str, str] | None = None,
+    ):
         self.model = model.eval()
-        self.fns = {"entropy": entropy_fn or nb07_head_stats.entropy,
-                    "previous": previous_fn or nb07_head_stats.previous_token}
+        self.fns = {
+            "entropy": entropy_fn or nb07_head_stats.entropy,
+            "previous": previous_fn or nb07_head_stats.previous_token,
+        }
         self.batch = eval_batch if eval_batch is not None else toy_data.make_batch(256, 10_000)
         self.export_dir = Path(export_dir)
         self.texts = texts or toy_data.example_texts()
@@ -130,21 +152,34 @@ class HeadExplorer:
         self.draws = 0
         first = next(iter(self.texts))
         style = {"description_width": "initial"}
-        self.example = widgets.Dropdown(options=[*self.texts, "(typed)"], value=first,
-                                        description="input", style=style)
-        self.text = widgets.Text(value=self.texts[first], continuous_update=False,
-                                 description="tokens", style=style,
-                                 layout=widgets.Layout(width="520px"))
-        self.layer = widgets.ToggleButtons(options=list(range(model.n_layers)), description="layer",
-                                           style={"button_width": "40px"})
-        self.head = widgets.ToggleButtons(options=list(range(model.num_heads)), description="head",
-                                          style={"button_width": "40px"})
-        self.view = widgets.ToggleButtons(options=["both", "heatmap", "lines"], description="view",
-                                          style={"button_width": "80px"})
+        self.example = widgets.Dropdown(
+            options=[*self.texts, "(typed)"], value=first, description="input", style=style
+        )
+        self.text = widgets.Text(
+            value=self.texts[first],
+            continuous_update=False,
+            description="tokens",
+            style=style,
+            layout=widgets.Layout(width="520px"),
+        )
+        self.layer = widgets.ToggleButtons(
+            options=list(range(model.n_layers)), description="layer", style={"button_width": "40px"}
+        )
+        self.head = widgets.ToggleButtons(
+            options=list(range(model.num_heads)), description="head", style={"button_width": "40px"}
+        )
+        self.view = widgets.ToggleButtons(
+            options=["both", "heatmap", "lines"], description="view", style={"button_width": "80px"}
+        )
         self.switches = [
-            widgets.ToggleButton(value=True, description=f"L{layer}H{h}", tooltip="on/off",
-                                 layout=widgets.Layout(width="64px"))
-            for layer in range(model.n_layers) for h in range(model.num_heads)
+            widgets.ToggleButton(
+                value=True,
+                description=f"L{layer}H{h}",
+                tooltip="on/off",
+                layout=widgets.Layout(width="64px"),
+            )
+            for layer in range(model.n_layers)
+            for h in range(model.num_heads)
         ]
         self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
         self.table = widgets.HTML()
@@ -163,18 +198,29 @@ class HeadExplorer:
             switch.observe(self._toggle, names="value")
         self.png_button.on_click(lambda _: self.export("png"))
         self.svg_button.on_click(lambda _: self.export("svg"))
-        grid = widgets.GridBox(self.switches, layout=widgets.Layout(
-            grid_template_columns=f"repeat({model.num_heads}, 70px)"))
+        grid = widgets.GridBox(
+            self.switches,
+            layout=widgets.Layout(grid_template_columns=f"repeat({model.num_heads}, 70px)"),
+        )
         self.attention = type(model.blocks[0].attn).__name__
-        self.widget = widgets.VBox([
-            widgets.HTML(f"<b>Head explorer</b> · attention module: <code>{self.attention}</code>"),
-            widgets.HBox([self.example, self.text]), self.typo,
-            widgets.HBox([self.layer, self.head]), self.view,
-            self.image, self.note,
-            widgets.HBox([self.png_button, self.svg_button, self.saved]),
-            widgets.HTML("<b>Heads on/off</b> (click to remove a head from the model)"), grid,
-            self.score, self.table,
-        ])
+        self.widget = widgets.VBox(
+            [
+                widgets.HTML(
+                    f"<b>Head explorer</b> · attention module: <code>{self.attention}</code>"
+                ),
+                widgets.HBox([self.example, self.text]),
+                self.typo,
+                widgets.HBox([self.layer, self.head]),
+                self.view,
+                self.image,
+                self.note,
+                widgets.HBox([self.png_button, self.svg_button, self.saved]),
+                widgets.HTML("<b>Heads on/off</b> (click to remove a head from the model)"),
+                grid,
+                self.score,
+                self.table,
+            ]
+        )
         self._refresh_table()
         self._redraw()
 
@@ -228,15 +274,18 @@ class HeadExplorer:
         entropy, _ = self._stat("entropy", w[None])
         previous, _ = self._stat("previous", w[None]) if len(ids) > 1 else (torch.zeros(1), "")
         off = "" if self.mask[self.layer.value, self.head.value] else " (switched off)"
-        title = (f"layer {self.layer.value} head {self.head.value}{off}: entropy "
-                 f"{float(entropy[0]):.2f} nats, previous-token {float(previous[0]):.2f}, "
-                 f"first-token {float(w[1:, 0].mean()) if len(ids) > 1 else 1.0:.2f}")
+        title = (
+            f"layer {self.layer.value} head {self.head.value}{off}: entropy "
+            f"{float(entropy[0]):.2f} nats, previous-token {float(previous[0]):.2f}, "
+            f"first-token {float(w[1:, 0].mean()) if len(ids) > 1 else 1.0:.2f}"
+        )
         self.figure = draw_head(w, toy_data.decode(ids), title, self.view.value)
         self.image.value = _png(self.figure)
         self.draws += 1
         if self.table.value:
-            self.table.value = _table_html(self.stats, (self.layer.value, self.head.value),
-                                           self.mask)
+            self.table.value = _table_html(
+                self.stats, (self.layer.value, self.head.value), self.mask
+            )
 
     def _pick_example(self, change) -> None:
         if change["new"] in self.texts:
@@ -270,8 +319,13 @@ class HeadExplorer:
         path = (self.export_dir / f"head_L{self.layer.value}H{self.head.value}.{fmt}").resolve()
         caption = self.figure.text(0.01, 0.0, self.state(), fontsize=_LABEL_PT - 1, va="top")
         try:
-            self.figure.savefig(path, format=fmt, dpi=150 if fmt == "png" else None,
-                                bbox_inches="tight", metadata={"Description": self.state()})
+            self.figure.savefig(
+                path,
+                format=fmt,
+                dpi=150 if fmt == "png" else None,
+                bbox_inches="tight",
+                metadata={"Description": self.state()},
+            )
         finally:
             caption.remove()
         self.saved.value = f"saved <code>{html.escape(str(path))}</code>"

@@ -15,8 +15,9 @@ from matplotlib.figure import Figure
 from autograder.tools.plots import to_numpy
 
 
-def draw_all_heads(weights: Sequence, tokens: Sequence[str],
-                   titles: Mapping[tuple[int, int], str] | None = None) -> Figure:
+def draw_all_heads(
+    weights: Sequence, tokens: Sequence[str], titles: Mapping[tuple[int, int], str] | None = None
+) -> Figure:
     """A grid of heatmaps, one row per layer: ``weights`` holds one ``(nh, T, T)`` per layer."""
     maps = [to_numpy(w) for w in weights]
     n_layers, (nh, T, _) = len(maps), maps[0].shape
@@ -44,8 +45,15 @@ def plot_head_grid(values, title: str, fmt: str = "{:.2f}", cmap: str = "Reds") 
     image = ax.imshow(v, cmap=cmap)
     for (layer, h), value in np.ndenumerate(v):
         bright = value > v.min() + 0.6 * (v.max() - v.min())
-        ax.text(h, layer, fmt.format(value), ha="center", va="center", fontsize=9,
-                color="white" if bright else "black")
+        ax.text(
+            h,
+            layer,
+            fmt.format(value),
+            ha="center",
+            va="center",
+            fontsize=9,
+            color="white" if bright else "black",
+        )
     ax.set_xticks(range(nh), [f"head {h}" for h in range(nh)])
     ax.set_yticks(range(n_layers), [f"layer {layer}" for layer in range(n_layers)])
     ax.set_title(title, fontsize=10)
@@ -62,13 +70,29 @@ def plot_pruning(study: Mapping, metric: str = "accuracy", title: str | None = N
     removed = np.asarray(study["removed"])
     randoms = np.asarray(study[f"random_{metric}"])  # (n_random, n_heads + 1)
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    ax.fill_between(removed, randoms.min(0), randoms.max(0), color="grey", alpha=0.2,
-                    label=f"random order (range of {len(randoms)})")
+    ax.fill_between(
+        removed,
+        randoms.min(0),
+        randoms.max(0),
+        color="grey",
+        alpha=0.2,
+        label=f"random order (range of {len(randoms)})",
+    )
     ax.plot(removed, randoms.mean(0), "o--", color="grey", label="random order (mean)")
-    ax.plot(removed, study["least_important_first"][metric], "o-", color="tab:green",
-            label="least important first")
-    ax.plot(removed, study["most_important_first"][metric], "o-", color="tab:red",
-            label="most important first")
+    ax.plot(
+        removed,
+        study["least_important_first"][metric],
+        "o-",
+        color="tab:green",
+        label="least important first",
+    )
+    ax.plot(
+        removed,
+        study["most_important_first"][metric],
+        "o-",
+        color="tab:red",
+        label="most important first",
+    )
     ax.set(xlabel="heads removed", ylabel=metric, title=title or f"Pruning heads: {metric}")
     ax.set_xticks(removed)
     ax.legend(fontsize=8)
@@ -82,21 +106,33 @@ def plot_nh_sweep(sweep: Mapping) -> Figure:
     fig, (ax_curve, ax_loss) = plt.subplots(1, 2, figsize=(12.0, 3.8))
     for nh, run in runs.items():
         steps = [e["step"] for e in run["history"]]
-        ax_curve.plot(steps, [e["accuracy"] for e in run["history"]],
-                      label=f"nh={nh} (hs={run['head_size']})")
-    ax_curve.set(xlabel="training step", ylabel="accuracy (predictable positions)",
-                 title=f"d_model = {sweep['d_model']}, {sweep['n_layers']} layers")
+        ax_curve.plot(
+            steps, [e["accuracy"] for e in run["history"]], label=f"nh={nh} (hs={run['head_size']})"
+        )
+    ax_curve.set(
+        xlabel="training step",
+        ylabel="accuracy (predictable positions)",
+        title=f"d_model = {sweep['d_model']}, {sweep['n_layers']} layers",
+    )
     ax_curve.legend(fontsize=8)
     nhs = [int(n) for n in runs]
     for key, colour in (("loss", "tab:orange"), ("filler_loss", "tab:green")):
         if key in runs[str(nhs[0])]["final"]:
-            ax_loss.plot(nhs, [runs[str(n)]["final"][key] for n in nhs], "o-", color=colour,
-                         label=key.replace("_", " "))
+            ax_loss.plot(
+                nhs,
+                [runs[str(n)]["final"][key] for n in nhs],
+                "o-",
+                color=colour,
+                label=key.replace("_", " "),
+            )
     ax_loss.axhline(np.log(4), color="tab:green", ls=":", lw=1, label="ln 4 (best filler loss)")
     ax_loss.set_xscale("log", base=2)
     ax_loss.set_xticks(nhs, [f"{n}\nhs={runs[str(n)]['head_size']}" for n in nhs])
-    ax_loss.set(xlabel="heads (nh)", ylabel="loss after training (nats)",
-                title=f"After {sweep['steps']} steps")
+    ax_loss.set(
+        xlabel="heads (nh)",
+        ylabel="loss after training (nats)",
+        title=f"After {sweep['steps']} steps",
+    )
     ax_loss.legend(fontsize=8)
     fig.tight_layout()
     return fig

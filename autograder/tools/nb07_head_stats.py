@@ -98,8 +98,11 @@ LABEL_RULES = (("previous", 0.5), ("induction", 0.5), ("topic", 0.3), ("first", 
 def describe_head(table: dict[str, torch.Tensor], layer: int, head: int) -> str:
     """The statistics above a threshold, strongest first, e.g. ``"previous 0.93"``; else "mixed"."""
     found = sorted(
-        ((float(table[name][layer, head]), name) for name, low in LABEL_RULES
-         if float(table[name][layer, head]) >= low),
+        (
+            (float(table[name][layer, head]), name)
+            for name, low in LABEL_RULES
+            if float(table[name][layer, head]) >= low
+        ),
         reverse=True,
     )
     return ", ".join(f"{name} {value:.2f}" for value, name in found) or "mixed"
@@ -156,8 +159,10 @@ def pruning_study(
     flat = importance.flatten()
     n = flat.numel()
     gen = torch.Generator().manual_seed(seed)
-    randoms = [pruning_curve(model, batch, torch.randperm(n, generator=gen).tolist())
-               for _ in range(n_random)]
+    randoms = [
+        pruning_curve(model, batch, torch.randperm(n, generator=gen).tolist())
+        for _ in range(n_random)
+    ]
     return {
         "removed": list(range(n + 1)),
         "least_important_first": pruning_curve(model, batch, flat.argsort().tolist()),

@@ -49,154 +49,282 @@ def _card(id: str, group: str, revisit: str, front: str, back: str) -> Card:
 
 
 DECK: tuple[Card, ...] = (
-    _card("definition", "core ideas", "notebook 02 §1",
-          "What is multi-head attention, in two sentences?",
-          "Several attention computations run side by side on the same tokens, each with its own "
-          "learned query, key and value projections. Their outputs are concatenated and mixed "
-          "by one output projection."),
-    _card("formula", "core ideas", "notebook 02 §1",
-          "Write the formula of multi-head attention.",
-          "MultiHead(Q, K, V) = Concat(head_1, …, head_h) W_O, where head_i = "
-          "Attention(Q W_Q,i, K W_K,i, V W_V,i) and Attention(q, k, v) = softmax(q kᵀ / √d_k) v."),
-    _card("mechanics", "intuition", "notebook 02 §1–4",
-          "List the steps of multi-head attention with their shapes.",
-          "Project x (B, T, C) to q, k, v (B, T, C); split each into heads (B, nh, T, hs); "
-          "attend in every head at once, weights (B, nh, T, T); merge back to (B, T, C); apply "
-          "the output projection."),
-    _card("diverse", "core ideas", "notebook 02 §7",
-          "What does 'diverse representations' mean for multi-head attention, and how far does "
-          "the claim go?",
-          "Each head has its own projections and softmax, so different heads can weight the "
-          "same tokens by different criteria (position, syntax, meaning). 'Can' is the honest "
-          "word: nothing forces a head to specialise, and many heads overlap."),
-    _card("expressive", "core ideas", "notebook 02 §7",
-          "Where does the extra expressiveness of several heads come from?",
-          "One softmax gives each query one weighted average of the values. With h heads a "
-          "query reads h different mixtures, each into its own hs features, and the output "
-          "projection combines them."),
-    _card("stability", "core ideas", "notebook 07",
-          "Is 'multiple heads give redundancy and stable training' a safe claim in an interview?",
-          "Be careful. What is measured is redundancy after training: many heads can be pruned "
-          "with little loss (Michel et al., 2019). Lead with the several-mixtures argument and "
-          "present stability as a plausible side effect, not the reason."),
-    _card("interpretable", "core ideas", "notebook 07",
-          "Are attention heads interpretable?",
-          "Some show recognisable patterns (previous token, a syntactic relation, rare words; "
-          "Voita et al., 2019), many are diffuse or input-dependent. A heatmap is evidence, not "
-          "an explanation: measure a head's effect, for example by ablating it."),
-    _card("head_count", "core ideas", "notebook 02 §6",
-          "How many heads do models use, and how is the number chosen?",
-          "Commonly 8, 12 or 16; GPT-3 uses 96 heads over d_model = 12,288. The count is "
-          "usually picked so that the head size d_model / nh is 64 or 128."),
-    _card("gpt3", "core ideas", "notebook 02 §6",
-          "GPT-3 175B: d_model 12,288 and 96 heads. Head size?",
-          "12,288 / 96 = 128 features per head."),
-    _card("specialise", "core ideas", "notebook 02 §8, notebook 07",
-          "Do different heads learn different things?",
-          "Often, yes: heads for the neighbouring token, for syntactic dependencies, for rare "
-          "words. But they are not equally important: in trained models a large share can be "
-          "removed at test time with little loss."),
-    _card("wide_head", "core ideas", "notebook 02 §7",
-          "Why not one wider head instead of several narrow ones?",
-          "Same parameters at the same width (4C² + 4C either way), but one softmax per query "
-          "instead of h: one mixture of the values rather than several, so less diversity."),
-    _card("gqa", "core ideas", "notebook 04 §2, §5",
-          "What is grouped-query attention (GQA)?",
-          "Groups of query heads share one key/value head (nh query heads, nkv < nh kv heads). "
-          "The KV cache and the k/v projections shrink by nh / nkv while quality stays close "
-          "to MHA. Llama 2 uses it in its 34B and 70B models (64 query, 8 kv heads in 70B)."),
-    _card("papers", "core ideas", "notebooks 02, 04, 07",
-          "Name the four papers behind: MHA itself, head pruning, specialised heads, GQA.",
-          "Vaswani et al. 2017 (Attention Is All You Need); Michel et al. 2019 (Are Sixteen "
-          "Heads Really Better than One?); Voita et al. 2019 (Specialized Heads Do the Heavy "
-          "Lifting); Ainslie et al. 2023 (GQA)."),
-    _card("one_head_limit", "intuition", "notebook 02 §7",
-          "Why is one attention head not enough?",
-          "It gives each token one weighting of relevance. Language carries several relations "
-          "at once (subject–verb, pronoun–referent, meaning), and one weighted average cannot "
-          "follow all of them."),
-    _card("example", "intuition", "notebook 02 §8",
-          "'The developer who wrote the buggy function fixed it quickly.' What might heads "
-          "attend to, and what is the catch?",
-          "One head could link 'it' to 'function', another 'fixed' to 'developer', another "
-          "'quickly' to 'fixed'. The catch: these are illustrations. Real heads get no labels; "
-          "what they do emerges from training and is rarely this clean."),
-    _card("parallel", "intuition", "notebook 05 §1–3",
-          "Does multi-head attention with h heads cost h times one attention?",
-          "No. The heads split the width: h heads of size C / h do the same FLOPs as one head "
-          "of size C, and they run as one batched computation, unlike h full-size passes."),
-    _card("model_size", "intuition", "notebook 02 §6",
-          "Larger models use more heads. Does the head count set the parameter count?",
-          "Not by itself: at a fixed width, the attention parameters do not depend on nh. Head "
-          "count grows with width (and width drives the parameters), keeping hs near 64–128."),
-    _card("mistake_jobs", "intuition", "notebook 02 §8, notebook 07",
-          "Common mistake: 'each head has a fixed, known job'. What is wrong with it?",
-          "Nobody assigns jobs to heads. What a head does emerges from training, can overlap "
-          "with other heads, can depend on the input, and has to be measured."),
-    _card("mistake_more", "intuition", "notebook 02 §7",
-          "Common mistake: 'more heads is always better'. What is wrong with it?",
-          "At fixed width more heads means smaller heads, so each query–key comparison happens "
-          "in fewer dimensions. The head count is one dimension of the design, tuned with depth "
-          "and width."),
-    _card("interview", "intuition", "notebook 08 §4",
-          "Interview: why use multiple attention heads instead of one larger attention?",
-          "Each head has its own projections and softmax, so every token can combine several "
-          "different weightings of the other tokens in parallel (say syntax and a long-range "
-          "reference) instead of one. Same parameters and FLOPs; batched, so cheap."),
-    _card("practice", "intuition", "notebook 05, notebook 08 §4",
-          "Why is running heads in parallel more efficient than one after another?",
-          "Same FLOPs either way. Heads are independent until the concatenation, so they fit in "
-          "a few large batched products instead of about five small ones per head: fewer "
-          "per-operation costs (Python, dispatch, kernel launches), better use of parallel "
-          "hardware and of memory bandwidth."),
-    _card("sqrt_dk", "numbers & pitfalls", "notebook 01 §4",
-          "Why divide the scores by √d_k?",
-          "q·k of random unit-variance vectors has variance d_k. Unscaled, large d_k saturates "
-          "the softmax towards one-hot and its gradients vanish. Dividing by √d_k keeps the "
-          "variance near 1. It is about statistics, not speed."),
-    _card("softmax_axis", "numbers & pitfalls", "notebook 01 §3",
-          "Over which axis is the attention softmax taken, and how do you test it?",
-          "Over the keys, the last axis of the (T, S) scores: each query's weights sum to 1. "
-          "Test that weights.sum(-1) is all ones."),
-    _card("mask_order", "numbers & pitfalls", "notebook 03 §1–2",
-          "Where does the mask go, and what does True mean?",
-          "On the scores, before the softmax: masked_fill(~mask, -inf). In this course and in "
-          "F.scaled_dot_product_attention, True = may attend; nn.MultiheadAttention's masks "
-          "mean the opposite. A query with no allowed key should give zeros, not NaN."),
-    _card("view_transpose", "numbers & pitfalls", "notebook 02 §2–3",
-          "Why is x.view(B, nh, T, hs) a bug when splitting heads?",
-          "view never moves data: it cuts the token-major memory into blocks of tokens, so a "
-          "'head' gets some tokens with all features. Use view(B, T, nh, hs).transpose(1, 2). "
-          "A round-trip test does not catch it; compare with nn.MultiheadAttention."),
-    _card("causal_cache", "numbers & pitfalls", "notebook 03 §2, notebook 04 §3",
-          "With a KV cache, T new queries attend S ≥ T keys. Which causal mask?",
-          "Bottom-right aligned: query i sits at position S − T + i and sees keys 0 … S − T + i, "
-          "diagonal included: tril(diagonal=S − T). is_causal=True in SDPA aligns top-left."),
-    _card("repeat_kv", "numbers & pitfalls", "notebook 04 §2",
-          "GQA: repeat or repeat_interleave to expand the kv heads?",
-          "repeat_interleave(n_rep, dim=1): [K1, K1, K2, K2], so query head h reads kv head "
-          "h // n_rep. repeat gives [K1, K2, K1, K2], which pairs heads wrongly, with no error."),
-    _card("params", "numbers & pitfalls", "notebook 02 §6, notebook 04 §5",
-          "Parameters of MHA and of GQA at C = 4096, nh = 32, nkv = 8, no biases?",
-          "MHA: 4C² = 67,108,864. GQA: 2C² + 2·C·nkv·hs = 41,943,040 (37.5% fewer). GPT-2 "
-          "small's MHA without qkv biases but with an output bias: 2,360,064."),
-    _card("kv_bytes", "numbers & pitfalls", "notebook 04 §1",
-          "KV-cache bytes per token of Llama 2 70B in fp16?",
-          "2 (K and V) × 80 layers × 8 kv heads × 128 × 2 bytes = 327,680 bytes: about "
-          "0.33 MB per token, 8 times less than with 64 kv heads."),
-    _card("flops", "numbers & pitfalls", "notebook 05 §3",
-          "Matmul FLOPs of one MHA forward?",
-          "8·B·T·C² (four projections) + 4·B·T²·C (q kᵀ and weights v); nh cancels. B = 2, "
-          "T = 128, C = 512: 603,979,776."),
-    _card("matmul_count", "numbers & pitfalls", "notebook 05 §1–2",
-          "How many matrix products: heads in a loop vs batched?",
-          "Loop: 5·nh + 1 (three projections and two attention products per head, then the "
-          "output projection). Batched: 6 with separate q, k, v projections, 4 with one packed "
-          "qkv projection (nanoGPT's c_attn)."),
-    _card("attn_memory", "numbers & pitfalls", "notebook 05 §4, notebook 06 §4",
-          "Memory of the attention weights for B = 8, T = 1024, nh = 12, fp32?",
-          "B·nh·T²·4 bytes = 402,653,184 ≈ 403 MB per layer; it grows with T². Fused "
-          "kernels (FlashAttention) never store this matrix."),
+    _card(
+        "definition",
+        "core ideas",
+        "notebook 02 §1",
+        "What is multi-head attention, in two sentences?",
+        "Several attention computations run side by side on the same tokens, each with its own "
+        "learned query, key and value projections. Their outputs are concatenated and mixed "
+        "by one output projection.",
+    ),
+    _card(
+        "formula",
+        "core ideas",
+        "notebook 02 §1",
+        "Write the formula of multi-head attention.",
+        "MultiHead(Q, K, V) = Concat(head_1, …, head_h) W_O, where head_i = "
+        "Attention(Q W_Q,i, K W_K,i, V W_V,i) and Attention(q, k, v) = softmax(q kᵀ / √d_k) v.",
+    ),
+    _card(
+        "mechanics",
+        "intuition",
+        "notebook 02 §1–4",
+        "List the steps of multi-head attention with their shapes.",
+        "Project x (B, T, C) to q, k, v (B, T, C); split each into heads (B, nh, T, hs); "
+        "attend in every head at once, weights (B, nh, T, T); merge back to (B, T, C); apply "
+        "the output projection.",
+    ),
+    _card(
+        "diverse",
+        "core ideas",
+        "notebook 02 §7",
+        "What does 'diverse representations' mean for multi-head attention, and how far does "
+        "the claim go?",
+        "Each head has its own projections and softmax, so different heads can weight the "
+        "same tokens by different criteria (position, syntax, meaning). 'Can' is the honest "
+        "word: nothing forces a head to specialise, and many heads overlap.",
+    ),
+    _card(
+        "expressive",
+        "core ideas",
+        "notebook 02 §7",
+        "Where does the extra expressiveness of several heads come from?",
+        "One softmax gives each query one weighted average of the values. With h heads a "
+        "query reads h different mixtures, each into its own hs features, and the output "
+        "projection combines them.",
+    ),
+    _card(
+        "stability",
+        "core ideas",
+        "notebook 07",
+        "Is 'multiple heads give redundancy and stable training' a safe claim in an interview?",
+        "Be careful. What is measured is redundancy after training: many heads can be pruned "
+        "with little loss (Michel et al., 2019). Lead with the several-mixtures argument and "
+        "present stability as a plausible side effect, not the reason.",
+    ),
+    _card(
+        "interpretable",
+        "core ideas",
+        "notebook 07",
+        "Are attention heads interpretable?",
+        "Some show recognisable patterns (previous token, a syntactic relation, rare words; "
+        "Voita et al., 2019), many are diffuse or input-dependent. A heatmap is evidence, not "
+        "an explanation: measure a head's effect, for example by ablating it.",
+    ),
+    _card(
+        "head_count",
+        "core ideas",
+        "notebook 02 §6",
+        "How many heads do models use, and how is the number chosen?",
+        "Commonly 8, 12 or 16; GPT-3 uses 96 heads over d_model = 12,288. The count is "
+        "usually picked so that the head size d_model / nh is 64 or 128.",
+    ),
+    _card(
+        "gpt3",
+        "core ideas",
+        "notebook 02 §6",
+        "GPT-3 175B: d_model 12,288 and 96 heads. Head size?",
+        "12,288 / 96 = 128 features per head.",
+    ),
+    _card(
+        "specialise",
+        "core ideas",
+        "notebook 02 §8, notebook 07",
+        "Do different heads learn different things?",
+        "Often, yes: heads for the neighbouring token, for syntactic dependencies, for rare "
+        "words. But they are not equally important: in trained models a large share can be "
+        "removed at test time with little loss.",
+    ),
+    _card(
+        "wide_head",
+        "core ideas",
+        "notebook 02 §7",
+        "Why not one wider head instead of several narrow ones?",
+        "Same parameters at the same width (4C² + 4C either way), but one softmax per query "
+        "instead of h: one mixture of the values rather than several, so less diversity.",
+    ),
+    _card(
+        "gqa",
+        "core ideas",
+        "notebook 04 §2, §5",
+        "What is grouped-query attention (GQA)?",
+        "Groups of query heads share one key/value head (nh query heads, nkv < nh kv heads). "
+        "The KV cache and the k/v projections shrink by nh / nkv while quality stays close "
+        "to MHA. Llama 2 uses it in its 34B and 70B models (64 query, 8 kv heads in 70B).",
+    ),
+    _card(
+        "papers",
+        "core ideas",
+        "notebooks 02, 04, 07",
+        "Name the four papers behind: MHA itself, head pruning, specialised heads, GQA.",
+        "Vaswani et al. 2017 (Attention Is All You Need); Michel et al. 2019 (Are Sixteen "
+        "Heads Really Better than One?); Voita et al. 2019 (Specialized Heads Do the Heavy "
+        "Lifting); Ainslie et al. 2023 (GQA).",
+    ),
+    _card(
+        "one_head_limit",
+        "intuition",
+        "notebook 02 §7",
+        "Why is one attention head not enough?",
+        "It gives each token one weighting of relevance. Language carries several relations "
+        "at once (subject–verb, pronoun–referent, meaning), and one weighted average cannot "
+        "follow all of them.",
+    ),
+    _card(
+        "example",
+        "intuition",
+        "notebook 02 §8",
+        "'The developer who wrote the buggy function fixed it quickly.' What might heads "
+        "attend to, and what is the catch?",
+        "One head could link 'it' to 'function', another 'fixed' to 'developer', another "
+        "'quickly' to 'fixed'. The catch: these are illustrations. Real heads get no labels; "
+        "what they do emerges from training and is rarely this clean.",
+    ),
+    _card(
+        "parallel",
+        "intuition",
+        "notebook 05 §1–3",
+        "Does multi-head attention with h heads cost h times one attention?",
+        "No. The heads split the width: h heads of size C / h do the same FLOPs as one head "
+        "of size C, and they run as one batched computation, unlike h full-size passes.",
+    ),
+    _card(
+        "model_size",
+        "intuition",
+        "notebook 02 §6",
+        "Larger models use more heads. Does the head count set the parameter count?",
+        "Not by itself: at a fixed width, the attention parameters do not depend on nh. Head "
+        "count grows with width (and width drives the parameters), keeping hs near 64–128.",
+    ),
+    _card(
+        "mistake_jobs",
+        "intuition",
+        "notebook 02 §8, notebook 07",
+        "Common mistake: 'each head has a fixed, known job'. What is wrong with it?",
+        "Nobody assigns jobs to heads. What a head does emerges from training, can overlap "
+        "with other heads, can depend on the input, and has to be measured.",
+    ),
+    _card(
+        "mistake_more",
+        "intuition",
+        "notebook 02 §7",
+        "Common mistake: 'more heads is always better'. What is wrong with it?",
+        "At fixed width more heads means smaller heads, so each query–key comparison happens "
+        "in fewer dimensions. The head count is one dimension of the design, tuned with depth "
+        "and width.",
+    ),
+    _card(
+        "interview",
+        "intuition",
+        "notebook 08 §4",
+        "Interview: why use multiple attention heads instead of one larger attention?",
+        "Each head has its own projections and softmax, so every token can combine several "
+        "different weightings of the other tokens in parallel (say syntax and a long-range "
+        "reference) instead of one. Same parameters and FLOPs; batched, so cheap.",
+    ),
+    _card(
+        "practice",
+        "intuition",
+        "notebook 05, notebook 08 §4",
+        "Why is running heads in parallel more efficient than one after another?",
+        "Same FLOPs either way. Heads are independent until the concatenation, so they fit in "
+        "a few large batched products instead of about five small ones per head: fewer "
+        "per-operation costs (Python, dispatch, kernel launches), better use of parallel "
+        "hardware and of memory bandwidth.",
+    ),
+    _card(
+        "sqrt_dk",
+        "numbers & pitfalls",
+        "notebook 01 §4",
+        "Why divide the scores by √d_k?",
+        "q·k of random unit-variance vectors has variance d_k. Unscaled, large d_k saturates "
+        "the softmax towards one-hot and its gradients vanish. Dividing by √d_k keeps the "
+        "variance near 1. It is about statistics, not speed.",
+    ),
+    _card(
+        "softmax_axis",
+        "numbers & pitfalls",
+        "notebook 01 §3",
+        "Over which axis is the attention softmax taken, and how do you test it?",
+        "Over the keys, the last axis of the (T, S) scores: each query's weights sum to 1. "
+        "Test that weights.sum(-1) is all ones.",
+    ),
+    _card(
+        "mask_order",
+        "numbers & pitfalls",
+        "notebook 03 §1–2",
+        "Where does the mask go, and what does True mean?",
+        "On the scores, before the softmax: masked_fill(~mask, -inf). In this course and in "
+        "F.scaled_dot_product_attention, True = may attend; nn.MultiheadAttention's masks "
+        "mean the opposite. A query with no allowed key should give zeros, not NaN.",
+    ),
+    _card(
+        "view_transpose",
+        "numbers & pitfalls",
+        "notebook 02 §2–3",
+        "Why is x.view(B, nh, T, hs) a bug when splitting heads?",
+        "view never moves data: it cuts the token-major memory into blocks of tokens, so a "
+        "'head' gets some tokens with all features. Use view(B, T, nh, hs).transpose(1, 2). "
+        "A round-trip test does not catch it; compare with nn.MultiheadAttention.",
+    ),
+    _card(
+        "causal_cache",
+        "numbers & pitfalls",
+        "notebook 03 §2, notebook 04 §3",
+        "With a KV cache, T new queries attend S ≥ T keys. Which causal mask?",
+        "Bottom-right aligned: query i sits at position S − T + i and sees keys 0 … S − T + i, "
+        "diagonal included: tril(diagonal=S − T). is_causal=True in SDPA aligns top-left.",
+    ),
+    _card(
+        "repeat_kv",
+        "numbers & pitfalls",
+        "notebook 04 §2",
+        "GQA: repeat or repeat_interleave to expand the kv heads?",
+        "repeat_interleave(n_rep, dim=1): [K1, K1, K2, K2], so query head h reads kv head "
+        "h // n_rep. repeat gives [K1, K2, K1, K2], which pairs heads wrongly, with no error.",
+    ),
+    _card(
+        "params",
+        "numbers & pitfalls",
+        "notebook 02 §6, notebook 04 §5",
+        "Parameters of MHA and of GQA at C = 4096, nh = 32, nkv = 8, no biases?",
+        "MHA: 4C² = 67,108,864. GQA: 2C² + 2·C·nkv·hs = 41,943,040 (37.5% fewer). GPT-2 "
+        "small's MHA without qkv biases but with an output bias: 2,360,064.",
+    ),
+    _card(
+        "kv_bytes",
+        "numbers & pitfalls",
+        "notebook 04 §1",
+        "KV-cache bytes per token of Llama 2 70B in fp16?",
+        "2 (K and V) × 80 layers × 8 kv heads × 128 × 2 bytes = 327,680 bytes: about "
+        "0.33 MB per token, 8 times less than with 64 kv heads.",
+    ),
+    _card(
+        "flops",
+        "numbers & pitfalls",
+        "notebook 05 §3",
+        "Matmul FLOPs of one MHA forward?",
+        "8·B·T·C² (four projections) + 4·B·T²·C (q kᵀ and weights v); nh cancels. B = 2, "
+        "T = 128, C = 512: 603,979,776.",
+    ),
+    _card(
+        "matmul_count",
+        "numbers & pitfalls",
+        "notebook 05 §1–2",
+        "How many matrix products: heads in a loop vs batched?",
+        "Loop: 5·nh + 1 (three projections and two attention products per head, then the "
+        "output projection). Batched: 6 with separate q, k, v projections, 4 with one packed "
+        "qkv projection (nanoGPT's c_attn).",
+    ),
+    _card(
+        "attn_memory",
+        "numbers & pitfalls",
+        "notebook 05 §4, notebook 06 §4",
+        "Memory of the attention weights for B = 8, T = 1024, nh = 12, fp32?",
+        "B·nh·T²·4 bytes = 402,653,184 ≈ 403 MB per layer; it grows with T². Fused "
+        "kernels (FlashAttention) never store this matrix.",
+    ),
 )
 
 GROUPS = ("all", "core ideas", "intuition", "numbers & pitfalls")
@@ -242,8 +370,12 @@ class CardState:
 class Schedule:
     """A Leitner schedule over ``deck``, saved to ``path`` (JSON) after every grade if given."""
 
-    def __init__(self, deck: Sequence[Card] = DECK, path: str | os.PathLike | None = None,
-                 clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        deck: Sequence[Card] = DECK,
+        path: str | os.PathLike | None = None,
+        clock: Callable[[], float] = time.time,
+    ):
         self.deck = {card.id: card for card in deck}
         self.path = None if path is None else Path(path)
         self.clock = clock
@@ -324,15 +456,20 @@ class FlashcardWidget:
         self.grades = {g: widgets.Button(description=g) for g in GRADES}
         for g, button in self.grades.items():
             button.on_click(lambda _, g=g: self.grade(g))
-        self.group = widgets.Dropdown(options=list(GROUPS),
-                                      value="all", description="cards")
+        self.group = widgets.Dropdown(options=list(GROUPS), value="all", description="cards")
         self.group.observe(lambda _: self.restart(), names="value")
         self.cram = widgets.Button(description="Review all now")
         self.cram.on_click(lambda _: self.restart(everything=True))
-        self.view = widgets.VBox([
-            widgets.HBox([self.group, self.cram]), self.front, self.reveal, self.back,
-            widgets.HBox(list(self.grades.values())), self.status,
-        ])
+        self.view = widgets.VBox(
+            [
+                widgets.HBox([self.group, self.cram]),
+                self.front,
+                self.reveal,
+                self.back,
+                widgets.HBox(list(self.grades.values())),
+                self.status,
+            ]
+        )
         self.restart()
 
     def restart(self, everything: bool = False) -> None:
@@ -349,23 +486,26 @@ class FlashcardWidget:
         for button in self.grades.values():
             button.disabled = True
         if not self.queue:
-            self.front.value = _html("Nothing due in this selection. Come back tomorrow, or "
-                                     "press 'Review all now'.")
+            self.front.value = _html(
+                "Nothing due in this selection. Come back tomorrow, or press 'Review all now'."
+            )
             self.reveal.disabled = True
         else:
             card = self.queue[0]
             self.front.value = _html(card.front, "1.15em")
             self.reveal.disabled = False
         note = f" · {self.schedule.problem}" if self.schedule.problem else ""
-        self.status.value = _html(f"{len(self.queue)} to go · {self.schedule.summary()}{note}",
-                                  "0.85em")
+        self.status.value = _html(
+            f"{len(self.queue)} to go · {self.schedule.summary()}{note}", "0.85em"
+        )
 
     def show_answer(self) -> None:
         if not self.queue:
             return
         card = self.queue[0]
-        self.back.value = _html(card.back) + _html(f"{card.group} · revisit {card.revisit}",
-                                                   "0.85em")
+        self.back.value = _html(card.back) + _html(
+            f"{card.group} · revisit {card.revisit}", "0.85em"
+        )
         self.reveal.disabled = True
         for button in self.grades.values():
             button.disabled = False
@@ -380,7 +520,8 @@ class FlashcardWidget:
         self._show()
 
 
-def flashcard_widget(path: str | os.PathLike | None = None,
-                     deck: Sequence[Card] = DECK) -> widgets.VBox:
+def flashcard_widget(
+    path: str | os.PathLike | None = None, deck: Sequence[Card] = DECK
+) -> widgets.VBox:
     """The flashcard widget over ``deck``; progress saved to ``path`` (JSON) when given."""
     return FlashcardWidget(Schedule(deck, path)).view

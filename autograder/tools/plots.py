@@ -135,8 +135,13 @@ def plot_scaling_study(
     for name, values in variance.items():
         ax_var.plot(d, to_numpy(values), "o-", label=name)
     ax_var.plot(d, d, "k:", label="d_k (theory)")
-    ax_var.set(xscale="log", yscale="log", xlabel="d_k", ylabel="variance of the score",
-               title="Score variance grows like d_k")
+    ax_var.set(
+        xscale="log",
+        yscale="log",
+        xlabel="d_k",
+        ylabel="variance of the score",
+        title="Score variance grows like d_k",
+    )
     for ax, series, ylabel, uniform, one_hot in (
         (ax_max, max_weight, "mean largest weight", 1.0 / n_keys, 1.0),
         (ax_ent, entropy, "mean entropy (nats)", float(np.log(n_keys)), 0.0),
@@ -163,8 +168,9 @@ def _head_colours(num_heads: int) -> ListedColormap:
 def _draw_grid(ax: Axes, codes: np.ndarray, C: int, hs: int, num_heads: int, title: str) -> None:
     """Draw encoded cells: colour = the head that owns the feature, text = token + feature."""
     tokens, features = np.divmod(codes.astype(int), C)
-    ax.imshow(features // hs, cmap=_head_colours(num_heads), vmin=-0.5, vmax=num_heads - 0.5,
-              alpha=0.55)
+    ax.imshow(
+        features // hs, cmap=_head_colours(num_heads), vmin=-0.5, vmax=num_heads - 0.5, alpha=0.55
+    )
     for (r, c), t in np.ndenumerate(tokens):
         ax.text(c, r, f"{chr(65 + t)}{features[r, c]}", ha="center", va="center", fontsize=8)
     ax.set_xticks([])
@@ -198,16 +204,27 @@ def plot_head_layout(
     }
     if split_fn is not None:
         variants["your split_heads"] = split_fn(x, num_heads)
-    fig = plt.figure(figsize=(max(2.0 * num_heads * hs / 4 + 1.5, 0.55 * C + 1.0),
-                              1.0 + 0.5 * T * (1 + len(variants))))
+    fig = plt.figure(
+        figsize=(
+            max(2.0 * num_heads * hs / 4 + 1.5, 0.55 * C + 1.0),
+            1.0 + 0.5 * T * (1 + len(variants)),
+        )
+    )
     grid = fig.add_gridspec(1 + len(variants), num_heads)
-    _draw_grid(fig.add_subplot(grid[0, :]), to_numpy(x[0]), C, hs, num_heads,
-               f"input (B=1, T={T}, C={C}): colour = head that owns the feature")
+    _draw_grid(
+        fig.add_subplot(grid[0, :]),
+        to_numpy(x[0]),
+        C,
+        hs,
+        num_heads,
+        f"input (B=1, T={T}, C={C}): colour = head that owns the feature",
+    )
     for row, (name, split) in enumerate(variants.items(), start=1):
         split = to_numpy(split)
         if split.shape != (1, num_heads, T, hs):
-            raise ValueError(f"{name} returned shape {split.shape}, "
-                             f"expected (1, {num_heads}, {T}, {hs})")
+            raise ValueError(
+                f"{name} returned shape {split.shape}, expected (1, {num_heads}, {T}, {hs})"
+            )
         for h in range(num_heads):
             title = f"{name}\nhead {h}" if h == 0 else f"head {h}"
             _draw_grid(fig.add_subplot(grid[row, h]), split[0, h], C, hs, num_heads, title)

@@ -35,20 +35,46 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 # Matrix products as they reach the dispatcher, whatever the grad mode.
-MATMUL_OPS = frozenset({
-    "mm", "bmm", "addmm", "baddbmm", "addbmm", "_addmm_activation", "matmul", "linear",
-    "einsum", "mv", "addmv", "dot", "vdot", "inner", "outer", "tensordot", "bilinear",
-    "chain_matmul", "linalg_multi_dot", "_int_mm", "_scaled_mm",
-})
+MATMUL_OPS = frozenset(
+    {
+        "mm",
+        "bmm",
+        "addmm",
+        "baddbmm",
+        "addbmm",
+        "_addmm_activation",
+        "matmul",
+        "linear",
+        "einsum",
+        "mv",
+        "addmv",
+        "dot",
+        "vdot",
+        "inner",
+        "outer",
+        "tensordot",
+        "bilinear",
+        "chain_matmul",
+        "linalg_multi_dot",
+        "_int_mm",
+        "_scaled_mm",
+    }
+)
 # Fused attention: one call does q @ kᵀ, the softmax and @ v for every head at once.
-SDPA_OPS = frozenset({
-    "scaled_dot_product_attention", "_scaled_dot_product_attention_math",
-    "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu",
-    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
-    "_scaled_dot_product_fused_attention_overrideable",
-    "_scaled_dot_product_attention_math_for_mps",
-    "_flash_attention_forward", "_efficient_attention_forward",
-})
+SDPA_OPS = frozenset(
+    {
+        "scaled_dot_product_attention",
+        "_scaled_dot_product_attention_math",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention",
+        "_scaled_dot_product_fused_attention_overrideable",
+        "_scaled_dot_product_attention_math_for_mps",
+        "_flash_attention_forward",
+        "_efficient_attention_forward",
+    }
+)
 
 
 def _op_name(func) -> str:
@@ -112,8 +138,10 @@ class OpCounter(TorchDispatchMode):
 
     def summary(self) -> str:
         """One line, e.g. ``"6 matmuls + 0 fused attention calls (31 ops in all)"``."""
-        return (f"{self.matmuls} matmuls + {self.sdpa_calls} fused attention calls "
-                f"({self.total} ops in all)")
+        return (
+            f"{self.matmuls} matmuls + {self.sdpa_calls} fused attention calls "
+            f"({self.total} ops in all)"
+        )
 
 
 _GRAD_MODES = {
@@ -123,8 +151,9 @@ _GRAD_MODES = {
 }
 
 
-def count_ops(fn: Callable[..., Any], *args: Any, grad_mode: str = "no_grad",
-              **kwargs: Any) -> OpCounter:
+def count_ops(
+    fn: Callable[..., Any], *args: Any, grad_mode: str = "no_grad", **kwargs: Any
+) -> OpCounter:
     """Run ``fn(*args, **kwargs)`` once under an :class:`OpCounter` and return the counter.
 
     ``grad_mode`` is ``"no_grad"`` (default), ``"inference_mode"`` or ``"enable_grad"``.
@@ -236,8 +265,15 @@ def plot_op_counts(
     for k, (name, values) in enumerate(counts.items()):
         (line,) = ax.plot(xs, values, "o-", label=name)
         for x, v in zip(xs, values, strict=True):
-            ax.annotate(str(v), (x, v), textcoords="offset points", xytext=(0, 4 + 9 * k),
-                        ha="center", fontsize=7, color=line.get_color())
+            ax.annotate(
+                str(v),
+                (x, v),
+                textcoords="offset points",
+                xytext=(0, 4 + 9 * k),
+                ha="center",
+                fontsize=7,
+                color=line.get_color(),
+            )
     ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="calls")
     ax.margins(y=0.25)
     ax.set_xticks(list(xs), [f"{v:g}" for v in xs])

@@ -55,11 +55,14 @@ def evaluate(model: TinyTransformer, batch: toy_data.Batch) -> dict[str, float]:
     logits, _ = model(batch.inputs)  # (B, T, V)
     right = logits.argmax(-1) == batch.targets  # (B, T)
     copy = batch.scored & ~batch.recall  # (B, T)
-    losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch.targets,
-                                               reduction="none")  # (B, V, T) -> (B, T)
+    losses = torch.nn.functional.cross_entropy(
+        logits.transpose(1, 2), batch.targets, reduction="none"
+    )  # (B, V, T) -> (B, T)
     topic = batch.inputs[:, 1:2] - toy_data.N_LETTERS  # (B, 1)
-    filler = (batch.targets < toy_data.N_LETTERS) & ~batch.scored & (
-        batch.targets // toy_data.FILLER_PER_TOPIC == topic
+    filler = (
+        (batch.targets < toy_data.N_LETTERS)
+        & ~batch.scored
+        & (batch.targets // toy_data.FILLER_PER_TOPIC == topic)
     )  # (B, T): targets that are one of the topic's own letters
     result = {
         "loss": float(losses.mean()),
@@ -102,8 +105,9 @@ def train(
         model = TinyTransformer(config)
         gen = torch.Generator().manual_seed(seed + 1)
         opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps,
-                                                    pct_start=0.1)
+        sched = torch.optim.lr_scheduler.OneCycleLR(
+            opt, max_lr=lr, total_steps=steps, pct_start=0.1
+        )
         eval_batch = eval_batch if eval_batch is not None else evaluation_batch(256)
         result = TrainResult(model)
         start, cpu_start = time.perf_counter(), time.process_time()
@@ -140,12 +144,19 @@ def _round(x, digits: int = 4):
 
 
 def _environment() -> dict:
-    return {"torch": torch.__version__, "python": platform.python_version(),
-            "machine": platform.machine()}
+    return {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+    }
 
 
-def train_main_model(out_dir: Path, steps: int = STEPS, progress: bool = True,
-                     sizes: tuple[int, int, int] = (1024, 512, 10)) -> dict:
+def train_main_model(
+    out_dir: Path,
+    steps: int = STEPS,
+    progress: bool = True,
+    sizes: tuple[int, int, int] = (1024, 512, 10),
+) -> dict:
     """Train, save the checkpoint with its metadata, and precompute the pruning study.
 
     ``sizes``: sequences in the evaluation set, sequences for importance and pruning, and the
@@ -153,8 +164,9 @@ def train_main_model(out_dir: Path, steps: int = STEPS, progress: bool = True,
     """
     n_eval, n_prune, n_random = sizes
     config = ModelConfig()
-    result = train(config, steps=steps, seed=SEED, eval_every=max(steps // 10, 1),
-                   progress=progress)
+    result = train(
+        config, steps=steps, seed=SEED, eval_every=max(steps // 10, 1), progress=progress
+    )
     model = result.model
     final = evaluate(model, evaluation_batch(n_eval))
     with torch.no_grad():
@@ -162,13 +174,23 @@ def train_main_model(out_dir: Path, steps: int = STEPS, progress: bool = True,
         _, weights = model(probe.inputs)
         table = nb07_head_stats.head_table(weights, probe.inputs)
     suffix = "" if steps == STEPS else f" --steps {steps}"
-    labels = {f"L{layer}H{head}": nb07_head_stats.describe_head(table, layer, head)
-              for layer in range(config.n_layers) for head in range(config.num_heads)}
+    labels = {
+        f"L{layer}H{head}": nb07_head_stats.describe_head(table, layer, head)
+        for layer in range(config.n_layers)
+        for head in range(config.num_heads)
+    }
     metadata = {
-        "seed": SEED, "steps": steps, "batch_size": BATCH_SIZE, "lr": LR,
-        "train_seconds": result.seconds, "train_cpu_seconds": result.cpu_seconds,
-        "eval": final, "eval_set": {"size": n_eval, "seed": EVAL_SEED},
-        "history": result.evals, "head_statistics": table, "head_labels": labels,
+        "seed": SEED,
+        "steps": steps,
+        "batch_size": BATCH_SIZE,
+        "lr": LR,
+        "train_seconds": result.seconds,
+        "train_cpu_seconds": result.cpu_seconds,
+        "eval": final,
+        "eval_set": {"size": n_eval, "seed": EVAL_SEED},
+        "history": result.evals,
+        "head_statistics": table,
+        "head_labels": labels,
         "command": "python -m autograder.tools.train" + suffix,
         "environment": _environment(),
     }
@@ -176,16 +198,22 @@ def train_main_model(out_dir: Path, steps: int = STEPS, progress: bool = True,
     importance_batch = evaluation_batch(n_prune, IMPORTANCE_SEED)
     importance = nb07_head_stats.ablation_importance(model, importance_batch)
     study = nb07_head_stats.pruning_study(model, evaluation_batch(n_prune), importance, n_random)
-    pruning = {"importance": importance,
-               "importance_set": {"size": n_prune, "seed": IMPORTANCE_SEED},
-               "eval_set": {"size": n_prune, "seed": EVAL_SEED}, **study}
+    pruning = {
+        "importance": importance,
+        "importance_set": {"size": n_prune, "seed": IMPORTANCE_SEED},
+        "eval_set": {"size": n_prune, "seed": EVAL_SEED},
+        **study,
+    }
     (out_dir / "pruning.json").write_text(json.dumps(_round(pruning)) + "\n", encoding="utf-8")
     return _round(metadata)
 
 
 def nh_sweep(
-    heads: Sequence[int] = SWEEP_HEADS, steps: int = STEPS, base: ModelConfig | None = None,
-    progress: bool = True, path: Path | None = None,
+    heads: Sequence[int] = SWEEP_HEADS,
+    steps: int = STEPS,
+    base: ModelConfig | None = None,
+    progress: bool = True,
+    path: Path | None = None,
 ) -> dict:
     """Train one model per head count at a fixed d_model; record accuracy along the way.
 
@@ -199,8 +227,14 @@ def nh_sweep(
     sweep = {}
     for nh in heads:
         config = replace(base, num_heads=nh)
-        result = train(config, steps=steps, seed=SEED, eval_every=max(steps // 20, 1),
-                       eval_batch=evaluation_batch(256), progress=progress)
+        result = train(
+            config,
+            steps=steps,
+            seed=SEED,
+            eval_every=max(steps // 20, 1),
+            eval_batch=evaluation_batch(256),
+            progress=progress,
+        )
         runs[str(nh)] = {
             "head_size": config.d_model // nh,
             "final": evaluate(result.model, eval_batch),
@@ -208,25 +242,45 @@ def nh_sweep(
             "cpu_seconds": result.cpu_seconds,
         }
         ordered = {k: runs[k] for k in sorted(runs, key=int)}
-        sweep = _round({"d_model": base.d_model, "n_layers": base.n_layers, "steps": steps,
-                        "seed": SEED, "eval_set": {"size": 1024, "seed": EVAL_SEED},
-                        "runs": ordered, "command": "python -m autograder.tools.train --sweep",
-                        "environment": _environment()})
+        sweep = _round(
+            {
+                "d_model": base.d_model,
+                "n_layers": base.n_layers,
+                "steps": steps,
+                "seed": SEED,
+                "eval_set": {"size": 1024, "seed": EVAL_SEED},
+                "runs": ordered,
+                "command": "python -m autograder.tools.train --sweep",
+                "environment": _environment(),
+            }
+        )
         if path is not None:
             path.write_text(json.dumps(sweep) + "\n", encoding="utf-8")
     return sweep
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.tools.train", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m autograder.tools.train",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument("--sweep", action="store_true", help="run the nh sweep instead")
     parser.add_argument("--quick", action="store_true", help="a short run, for smoke tests")
-    parser.add_argument("--heads", type=int, nargs="+", default=None,
-                        help=f"head counts for --sweep (default {' '.join(map(str, SWEEP_HEADS))})")
-    parser.add_argument("--out", type=Path, default=None,
-                        help=f"output folder (default {DATA_DIR}; --quick: a temporary one)")
+    parser.add_argument(
+        "--heads",
+        type=int,
+        nargs="+",
+        default=None,
+        help=f"head counts for --sweep (default {' '.join(map(str, SWEEP_HEADS))})",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help=f"output folder (default {DATA_DIR}; --quick: a temporary one)",
+    )
     args = parser.parse_args(argv)
     steps = 40 if args.quick else args.steps
     with contextlib.ExitStack() as stack:
@@ -244,12 +298,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             sizes = (128, 64, 2) if args.quick else (1024, 512, 10)
             meta = train_main_model(out, steps=steps, sizes=sizes)
-            print(json.dumps({k: meta[k] for k in ("eval", "train_seconds", "head_labels")},
-                             indent=1))
+            print(
+                json.dumps({k: meta[k] for k in ("eval", "train_seconds", "head_labels")}, indent=1)
+            )
         print(f"written to {out}", file=sys.stderr)
     return 0
 
 
 if __name__ == "__main__":
     raise SystemExit(main())
-

@@ -140,9 +140,7 @@ def launch_config(q: torch.Tensor) -> dict[str, int]:
     return {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4 if hs <= 64 else 8, "num_stages": 3}
 
 
-def check_inputs(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: dict[str, int]
-) -> None:
+def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: dict[str, int]) -> None:
     """Raise ``ValueError`` with a clear message for inputs the attention kernel cannot take.
 
     q ``(B, nh, T, hs)``, k and v ``(B, nh, S, hs)``; hs a power of two in [16, 256]; blocks

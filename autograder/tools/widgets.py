@@ -59,9 +59,11 @@ def draw_dk_softmax(d_k: int, scaled: bool, n_keys: int = 8, seed: int = 0) -> F
     fig, ax = plt.subplots(figsize=(6.0, 3.0))
     label = "q·k / √d_k" if scaled else "q·k"
     plots.softmax_bars(
-        p, labels=[f"k{s}" for s in range(n_keys)], ax=ax,
+        p,
+        labels=[f"k{s}" for s in range(n_keys)],
+        ax=ax,
         title=f"d_k = {d_k}, scores = {label}: spread (std) {scores.std():.1f}, "
-              f"max weight {p.max():.2f}, entropy {_entropy(p):.2f} of {math.log(n_keys):.2f}",
+        f"max weight {p.max():.2f}, entropy {_entropy(p):.2f} of {math.log(n_keys):.2f}",
     )
     ax.title.set_fontsize(9)
     fig.tight_layout()
@@ -75,8 +77,12 @@ def dk_softmax_widget(
 ) -> widgets.VBox:
     """A d_k slider and a "divide by √d_k" switch over the softmax bars of random q, k."""
     controls = {
-        "d_k": widgets.SelectionSlider(options=list(d_ks), value=d_ks[len(d_ks) // 2],
-                                       description="d_k", continuous_update=False),
+        "d_k": widgets.SelectionSlider(
+            options=list(d_ks),
+            value=d_ks[len(d_ks) // 2],
+            description="d_k",
+            continuous_update=False,
+        ),
         "scaled": widgets.Checkbox(value=False, description="divide scores by √d_k"),
     }
     return live_figure(lambda d_k, scaled: draw_dk_softmax(d_k, scaled, n_keys, seed), controls)
@@ -89,9 +95,13 @@ def draw_temperature_softmax(
     s = torch.as_tensor(plots.to_numpy(scores)).reshape(-1)
     p = torch.softmax(s / temperature, dim=-1)
     fig, ax = plt.subplots(figsize=(6.0, 3.0))
-    plots.softmax_bars(p, labels=labels, ax=ax,
-                       title=f"temperature {temperature:.2f}: max weight {p.max():.2f}, "
-                             f"entropy {_entropy(p):.2f} nats")
+    plots.softmax_bars(
+        p,
+        labels=labels,
+        ax=ax,
+        title=f"temperature {temperature:.2f}: max weight {p.max():.2f}, "
+        f"entropy {_entropy(p):.2f} nats",
+    )
     fig.tight_layout()
     return fig
 
@@ -103,12 +113,20 @@ def temperature_widget(scores, labels: Sequence[str] | None = None) -> widgets.V
     weights towards one-hot, high temperature flattens them towards uniform.
     """
     controls = {
-        "temperature": widgets.FloatLogSlider(value=1.0, base=10, min=-1.5, max=1.5, step=0.05,
-                                              description="temperature", continuous_update=False,
-                                              style={"description_width": "initial"}),
+        "temperature": widgets.FloatLogSlider(
+            value=1.0,
+            base=10,
+            min=-1.5,
+            max=1.5,
+            step=0.05,
+            description="temperature",
+            continuous_update=False,
+            style={"description_width": "initial"},
+        ),
     }
-    return live_figure(lambda temperature: draw_temperature_softmax(scores, temperature, labels),
-                       controls)
+    return live_figure(
+        lambda temperature: draw_temperature_softmax(scores, temperature, labels), controls
+    )
 
 
 def attention_heads_widget(
@@ -128,7 +146,8 @@ def attention_heads_widget(
         return fig
 
     controls = {
-        "head": widgets.IntSlider(value=0, min=0, max=w.shape[0] - 1, description="head",
-                                  continuous_update=False),
+        "head": widgets.IntSlider(
+            value=0, min=0, max=w.shape[0] - 1, description="head", continuous_update=False
+        ),
     }
     return live_figure(draw, controls)

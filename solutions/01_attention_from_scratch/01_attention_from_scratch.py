@@ -176,6 +176,7 @@ print("stable by hand   =", torch.exp(shifted) / torch.exp(shifted).sum())
 # `keepdim=True`).
 # </details>
 
+
 # %% nbgrader={"grade": false, "grade_id": "softmax", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Numerically stable softmax of ``x`` along ``dim``.
@@ -296,6 +297,7 @@ print("cat, dog, car   =", softmax(scores))
 # the NaNs with zeros. The output is then `weights @ v`.
 # </details>
 
+
 # %% nbgrader={"grade": false, "grade_id": "scaled_dot_product_attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def scaled_dot_product_attention(
     q: torch.Tensor,
@@ -317,7 +319,9 @@ def scaled_dot_product_attention(
     """
     ### BEGIN SOLUTION
     d_k = q.size(-1)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., T, d_k) @ (..., d_k, S) -> (..., T, S)
+    scores = (
+        q @ k.transpose(-2, -1) / math.sqrt(d_k)
+    )  # (..., T, d_k) @ (..., d_k, S) -> (..., T, S)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))  # forbidden keys: exp(-inf) = 0
     weights = softmax(scores, dim=-1)  # (..., T, S), each row sums to 1 (NaN if fully masked)
@@ -447,8 +451,10 @@ else:
     plt.show()
     print(" d_k | var(q·k) | var(q·k/√d_k) | max weight raw | max weight scaled")
     for i, d_k in enumerate(d_ks):
-        print(f"{d_k:4d} | {variance[names[0]][i]:8.1f} | {variance[names[1]][i]:13.2f} | "
-              f"{max_weight[names[0]][i]:14.2f} | {max_weight[names[1]][i]:17.2f}")
+        print(
+            f"{d_k:4d} | {variance[names[0]][i]:8.1f} | {variance[names[1]][i]:13.2f} | "
+            f"{max_weight[names[0]][i]:14.2f} | {max_weight[names[1]][i]:17.2f}"
+        )
 
 # %% [markdown]
 # What the measurement shows:
@@ -510,10 +516,14 @@ perm = torch.tensor([0, 5, 2, 3, 4, 1])  # swap "cat" and "mat"
 swapped = [tokens[i] for i in perm]
 out_swapped, _ = scaled_dot_product_attention(X[perm], X[perm], X[perm])  # (T, d_k)
 print(" ".join(tokens), "->", " ".join(swapped))
-print("attention(X[perm]) == attention(X)[perm]:",
-      torch.allclose(out_swapped, out[perm], atol=1e-6))
+print(
+    "attention(X[perm]) == attention(X)[perm]:", torch.allclose(out_swapped, out[perm], atol=1e-6)
+)
 cat_before, cat_after = out[tokens.index("cat")], out_swapped[swapped.index("cat")]
-print("output for 'cat' identical in both sentences:", torch.allclose(cat_before, cat_after, atol=1e-6))
+print(
+    "output for 'cat' identical in both sentences:",
+    torch.allclose(cat_before, cat_after, atol=1e-6),
+)
 
 # %% [markdown]
 # So attention alone cannot tell who sat on whom: "cat" gets the same output vector in both
@@ -561,7 +571,9 @@ print("fully masked query, PyTorch's output:", theirs[0, 0, 0])
 
 # %%
 wrong = F.scaled_dot_product_attention(q_b, k_b, v_b, attn_mask=~mask_b)
-print("inverted mask, largest difference:", (wrong - theirs).abs().max().item(), "(no error raised)")
+print(
+    "inverted mask, largest difference:", (wrong - theirs).abs().max().item(), "(no error raised)"
+)
 
 # %% [markdown]
 # ## Summary

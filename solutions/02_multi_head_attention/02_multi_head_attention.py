@@ -82,6 +82,7 @@ AUTOGRADING = os.environ.get("NBGRADER_EXECUTION") == "autograde"
 # that this notebook stands on its own. If you have not done notebook 01 yet, do it first: this
 # cell is one solution to it.
 
+
 # %% nbgrader={"grade": false, "grade_id": "given_attention", "locked": true, "schema_version": 3, "solution": false, "task": false}
 def scaled_dot_product_attention(q, k, v, mask=None):
     """softmax(q kᵀ / √d_k) v. q ``(..., T, d_k)``, k ``(..., S, d_k)``, v ``(..., S, d_v)``.
@@ -150,8 +151,10 @@ x = torch.randn(1, 3, C)  # (B, T, C)
 all_heads = q_proj(x)  # (B, T, C): every head's queries side by side
 W_q1 = q_proj.weight[1 * hs : 2 * hs]  # (hs, C): head 1's own projection
 head_1 = x @ W_q1.T  # (B, T, C) @ (C, hs) -> (B, T, hs)
-print("head 1's queries = features 4:8 of the big projection:",
-      torch.allclose(head_1, all_heads[..., 1 * hs : 2 * hs]))
+print(
+    "head 1's queries = features 4:8 of the big projection:",
+    torch.allclose(head_1, all_heads[..., 1 * hs : 2 * hs]),
+)
 
 # %% [markdown]
 # ## 2 · Splitting into heads
@@ -197,6 +200,7 @@ plt.show()
 # instead of `view` works in every case.
 # </details>
 
+
 # %% nbgrader={"grade": false, "grade_id": "split_heads", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """Split the last dimension into heads and move heads next to the batch.
@@ -212,7 +216,9 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """
     ### BEGIN SOLUTION
     B, T, C = x.shape
-    return x.reshape(B, T, num_heads, C // num_heads).transpose(1, 2)  # (B, T, nh, hs) -> (B, nh, T, hs)
+    return x.reshape(B, T, num_heads, C // num_heads).transpose(
+        1, 2
+    )  # (B, T, nh, hs) -> (B, nh, T, hs)
     ### END SOLUTION
 
 
@@ -251,6 +257,7 @@ plt.show()
 # `x.transpose(1, 2).reshape(B, T, nh * hs)`, with `B, nh, T, hs = x.shape`.
 # </details>
 
+
 # %% nbgrader={"grade": false, "grade_id": "merge_heads", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """Concatenate the heads: the inverse of ``split_heads``.
@@ -280,6 +287,7 @@ check_merge_heads(merge_heads, seed=1, thorough=True)
 # A tempting test is "`merge_heads(split_heads(x))` gives back `x`". Yours passes it. But so does
 # the *wrong* pair, `view` alone in both directions, because one `view` exactly undoes the other:
 
+
 # %%
 def split_view_only(x, num_heads):  # WRONG: has the right shape, scrambles tokens
     B, T, C = x.shape
@@ -294,7 +302,10 @@ def merge_view_only(x):  # WRONG: the matching inverse
 x = torch.randn(2, 5, 12)  # (B, T, C)
 print("correct pair round-trips:", torch.equal(merge_heads(split_heads(x, 3)), x))
 print("wrong pair round-trips:  ", torch.equal(merge_view_only(split_view_only(x, 3)), x))
-print("but the wrong split differs from yours:", not torch.equal(split_view_only(x, 3), split_heads(x, 3)))
+print(
+    "but the wrong split differs from yours:",
+    not torch.equal(split_view_only(x, 3), split_heads(x, 3)),
+)
 
 # %% [markdown]
 # A round trip only proves the two functions are inverses of each other. The checks above test
@@ -333,6 +344,7 @@ print("but the wrong split differs from yours:", not torch.equal(split_view_only
 # which `scaled_dot_product_attention` reads from the last dimension of `q`), not by √C, and that
 # `key`/`value` go through `k_proj`/`v_proj`, not `q_proj`.
 # </details>
+
 
 # %% nbgrader={"grade": false, "grade_id": "MultiHeadAttention", "locked": false, "schema_version": 3, "solution": true, "task": false}
 class MultiHeadAttention(nn.Module):
@@ -449,14 +461,22 @@ print("weights, largest difference:", (ours_w - theirs_w).abs().max().item())
 # %%
 wrong_mask, _ = torch_mha(x, x, x, attn_mask=mask)  # our mask meaning passed unchanged
 nan_rows = wrong_mask.isnan().any(-1)  # (B, T): queries whose output is NaN
-print("mask not inverted: queries with NaN output:", nan_rows[0].nonzero().flatten().tolist(),
-      "| largest difference on the others:", (wrong_mask - ours)[~nan_rows].abs().max().item())
+print(
+    "mask not inverted: queries with NaN output:",
+    nan_rows[0].nonzero().flatten().tolist(),
+    "| largest difference on the others:",
+    (wrong_mask - ours)[~nan_rows].abs().max().item(),
+)
 
 seq_first = nn.MultiheadAttention(C, nh)  # batch_first=False: reads x as (T=2, B=5, C)
 seq_first.load_state_dict(torch_mha.state_dict())
 wrong_layout, _ = seq_first(x, x, x)
-print("batch_first forgotten, output shape", tuple(wrong_layout.shape),
-      "| largest difference from ours (no mask):", (wrong_layout - mha(x)[0]).abs().max().item())
+print(
+    "batch_first forgotten, output shape",
+    tuple(wrong_layout.shape),
+    "| largest difference from ours (no mask):",
+    (wrong_layout - mha(x)[0]).abs().max().item(),
+)
 
 # %% [markdown]
 # With the mask not inverted, every query may look only at *later* tokens, and the last query at
@@ -483,6 +503,7 @@ print("batch_first forgotten, output shape", tuple(wrong_layout.shape),
 #
 # Four matrices of `d_model * d_model` weights, plus four biases of `d_model` when `bias` is True.
 # </details>
+
 
 # %% nbgrader={"grade": false, "grade_id": "mha_param_count", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def mha_param_count(d_model: int, num_heads: int, bias: bool = True) -> int:
@@ -512,7 +533,9 @@ check_mha_param_count(mha_param_count, seed=1, thorough=True)
 # %%
 counted = sum(p.numel() for p in MultiHeadAttention(768, 12).parameters())
 torch_counted = sum(p.numel() for p in nn.MultiheadAttention(768, 12).parameters())
-print(f"formula {mha_param_count(768, 12):,} | your module {counted:,} | PyTorch's {torch_counted:,}")
+print(
+    f"formula {mha_param_count(768, 12):,} | your module {counted:,} | PyTorch's {torch_counted:,}"
+)
 
 # %% [markdown]
 # ### How many heads do real models use?
@@ -590,6 +613,7 @@ plt.show()
 # Same parameter count, same data, same optimiser: let's train your module both ways (about a
 # second; skipped during grading).
 
+
 # %%
 def first_and_last_batch(batch_size, T=6, d=8, generator=None):
     """x: (B, T, 2d) = random content + one-hot position; target: (B, T, 2d) = [first, last]."""
@@ -631,11 +655,16 @@ else:
     with torch.no_grad():
         for n, (model, _) in toy.items():
             test_loss = F.mse_loss(model(x_test)[0], target_test).item()
-            print(f"{n} head{'s' * (n > 1)}: test MSE {test_loss:.4f} "
-                  f"({sum(p.numel() for p in model.parameters())} parameters)")
+            print(
+                f"{n} head{'s' * (n > 1)}: test MSE {test_loss:.4f} "
+                f"({sum(p.numel() for p in model.parameters())} parameters)"
+            )
     print(f"trained both in {time.perf_counter() - start:.1f} s")
-    plots.plot_loss_curves({f"{n} head{'s' * (n > 1)}": losses for n, (_, losses) in toy.items()},
-                           title="Copy the first and the last token", ylabel="training MSE")
+    plots.plot_loss_curves(
+        {f"{n} head{'s' * (n > 1)}": losses for n, (_, losses) in toy.items()},
+        title="Copy the first and the last token",
+        ylabel="training MSE",
+    )
     plt.show()
 
 # %% [markdown]
@@ -649,8 +678,9 @@ if not AUTOGRADING:
     with torch.no_grad():
         for n, (model, _) in toy.items():
             weights = model(x_test[:1])[1][0]  # (nh, T, S) for the first example
-            plots.attention_heatmaps(weights, labels, labels,
-                                     suptitle=f"{n} head{'s' * (n > 1)}, after training")
+            plots.attention_heatmaps(
+                weights, labels, labels, suptitle=f"{n} head{'s' * (n > 1)}, after training"
+            )
     plt.show()
 
 # %% [markdown]
@@ -693,8 +723,10 @@ sweep = json.loads((DATA_DIR / "nh_sweep.json").read_text())
 print(" nh   hs  loss at step 200  final loss  final accuracy")
 for n, run in sweep["runs"].items():
     at_200 = next(e["loss"] for e in run["history"] if e["step"] == 200)
-    print(f"{n:>3} {run['head_size']:>4} {at_200:17.2f} {run['final']['loss']:11.2f} "
-          f"{run['final']['accuracy']:15.3f}")
+    print(
+        f"{n:>3} {run['head_size']:>4} {at_200:17.2f} {run['final']['loss']:11.2f} "
+        f"{run['final']['accuracy']:15.3f}"
+    )
 
 # %% [markdown]
 # - **Diversity of attention** (different heads, different relations): well supported. Section 7

@@ -105,12 +105,14 @@ AUTOGRADING = os.environ.get("NBGRADER_EXECUTION") == "autograde"
 # %%
 tokens = ["I", "like", "green", "tea"]
 x_toy = torch.randn(4, 8, generator=torch.Generator().manual_seed(0))  # (T, d_k)
-hand_mask = torch.tensor([
-    [True, False, False, False],  # "I" may read only itself
-    [True, True, False, False],
-    [False, True, True, True],  # "green" may not read "I"
-    [True, True, True, True],  # "tea" may read everything
-])  # (T, S)
+hand_mask = torch.tensor(
+    [
+        [True, False, False, False],  # "I" may read only itself
+        [True, True, False, False],
+        [False, True, True, True],  # "green" may not read "I"
+        [True, True, True, True],  # "tea" may read everything
+    ]
+)  # (T, S)
 hand_weights = sdpa_weights(x_toy, x_toy, hand_mask)  # (T, S)
 
 fig, (ax_mask, ax_weights) = plt.subplots(1, 2, figsize=(9.5, 3.6))
@@ -164,7 +166,9 @@ print("mask the weights:", torch.softmax(changed, dim=-1) * allowed)
 dominant = torch.tensor([1.0, 2.0, 0.5, 200.0])  # the forbidden key has a huge score
 w = torch.softmax(dominant, dim=-1) * allowed
 print("weights, then renormalise:", w / w.sum(), " <- 0/0")
-print("mask the scores          :", torch.softmax(dominant.masked_fill(~allowed, float("-inf")), -1))
+print(
+    "mask the scores          :", torch.softmax(dominant.masked_fill(~allowed, float("-inf")), -1)
+)
 print("scores * mask            :", torch.softmax(scores * allowed, dim=-1), " <- key 3 still read")
 
 # %% [markdown]
@@ -216,6 +220,7 @@ print("scores * mask            :", torch.softmax(scores * allowed, dim=-1), " <
 # `torch.arange(S - T, S)` (one column, `[:, None]`) using `<=`; broadcasting gives `(T, S)`.
 # </details>
 
+
 # %% nbgrader={"grade": false, "grade_id": "causal_mask", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def causal_mask(T: int, S: int | None = None, device=None) -> torch.Tensor:
     """Causal mask for ``T`` queries that are the last ``T`` of ``S`` positions.
@@ -252,8 +257,13 @@ fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
 cases = [(6, "training, T = S"), (2, "2 new, 4 cached"), (1, "1 new, 5 cached")]
 for ax, (T_new, story) in zip(axes, cases, strict=True):
     rows = [f"q{6 - T_new + i}" for i in range(T_new)]  # each query named by its position
-    plot_mask(causal_mask(T_new, 6), rows, [f"k{s}" for s in range(6)], ax=ax,
-              title=f"causal_mask({T_new}, 6): {story}")
+    plot_mask(
+        causal_mask(T_new, 6),
+        rows,
+        [f"k{s}" for s in range(6)],
+        ax=ax,
+        title=f"causal_mask({T_new}, 6): {story}",
+    )
 fig.tight_layout()
 plt.show()
 
@@ -274,13 +284,18 @@ q, k, v = (torch.randn(1, 2, 6, 8, generator=gen) for _ in range(3))  # (B, nh, 
 full = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, nh, S, hs): one full pass
 
 new_q = q[:, :, -2:]  # (B, nh, T, hs): the 2 newest tokens
-with_mask = F.scaled_dot_product_attention(new_q, k, v, attn_mask=causal_mask(2, 6))  # (B, nh, T, hs)
+with_mask = F.scaled_dot_product_attention(
+    new_q, k, v, attn_mask=causal_mask(2, 6)
+)  # (B, nh, T, hs)
 with_flag = F.scaled_dot_product_attention(new_q, k, v, is_causal=True)  # (B, nh, T, hs)
 print("attn_mask=causal_mask(2, 6) vs full pass:", (with_mask - full[:, :, -2:]).abs().max().item())
 print("is_causal=True              vs full pass:", (with_flag - full[:, :, -2:]).abs().max().item())
 
 one_new = q[:, :, -1:]  # (B, nh, 1, hs): the usual decoding step, one token at a time
-print("one new token, is_causal=True, weights of head 0:", sdpa_weights(one_new, k, is_causal=True)[0, 0, 0])
+print(
+    "one new token, is_causal=True, weights of head 0:",
+    sdpa_weights(one_new, k, is_causal=True)[0, 0, 0],
+)
 
 # %% [markdown]
 # With the top-left mask, the single new token (position 5) may read only key 0, the very first
@@ -309,6 +324,7 @@ if not AUTOGRADING:
 # and reports the first $p$ that changes an earlier output. It takes any attention function
 # `attend(q, k, v)`, so it can test more than masks.
 
+
 # %%
 def first_leak(attend, T: int = 6, seed: int = 0):
     """The first position p whose rewriting changes an earlier output of ``attend``, else None."""
@@ -332,10 +348,12 @@ def masked_after_softmax(q, k, v):
 
 candidates = {
     "SDPA with your causal_mask": lambda q, k, v: F.scaled_dot_product_attention(
-        q, k, v, attn_mask=causal_mask(q.shape[-2])),
+        q, k, v, attn_mask=causal_mask(q.shape[-2])
+    ),
     "SDPA without a mask": F.scaled_dot_product_attention,
     "diagonal one step too far": lambda q, k, v: F.scaled_dot_product_attention(
-        q, k, v, attn_mask=torch.ones(6, 6, dtype=torch.bool).tril(1)),
+        q, k, v, attn_mask=torch.ones(6, 6, dtype=torch.bool).tril(1)
+    ),
     "mask applied after the softmax": masked_after_softmax,
 }
 for name, attend in candidates.items():
@@ -393,6 +411,7 @@ for words in sentences:
 # `lengths[:, None]`. A sequence of length 3 has real positions 0, 1, 2: is that `<` or `<=`?
 # </details>
 
+
 # %% nbgrader={"grade": false, "grade_id": "padding_mask", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def padding_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
     """Which positions of a right-padded batch hold real tokens.
@@ -440,7 +459,9 @@ plt.show()
 # %%
 C, nh = 16, 2
 mha = TorchMultiHeadAttention(C, nh).eval()
-x = torch.randn(len(sentences), max_len, C)  # (B, T, C): the padded positions hold arbitrary vectors
+x = torch.randn(
+    len(sentences), max_len, C
+)  # (B, T, C): the padded positions hold arbitrary vectors
 real = padding_mask(lengths, max_len)  # (B, T)
 key_mask = real[:, None, None, :]  # (B, 1, 1, T): broadcasts over heads and queries
 
@@ -448,12 +469,16 @@ with torch.no_grad():
     out, _ = mha(x, mask=key_mask)  # (B, T, C)
     for b, n in enumerate(lengths.tolist()):
         alone, _ = mha(x[b : b + 1, :n])  # (1, n, C): the sentence on its own
-        print(f"sentence {b}: real outputs equal the unpadded run:",
-              torch.allclose(out[b, :n], alone[0], atol=1e-6))
+        print(
+            f"sentence {b}: real outputs equal the unpadded run:",
+            torch.allclose(out[b, :n], alone[0], atol=1e-6),
+        )
     junk = torch.where(real[..., None], x, 100 * torch.randn_like(x))  # (B, T, C): new padding
     out_junk, _ = mha(junk, mask=key_mask)  # (B, T, C)
 print("largest change of a real output  :", (out_junk - out)[real].abs().max().item())
-print("largest change of a padded output:", (out_junk - out)[~real].abs().max().item(), "(don't care)")
+print(
+    "largest change of a padded output:", (out_junk - out)[~real].abs().max().item(), "(don't care)"
+)
 
 # %% [markdown]
 # Two tempting variations, both worse:
@@ -513,6 +538,7 @@ print("NaN * 0 =", float("nan") * 0)
 # `(B, 1, T, T)` without copying.
 # </details>
 
+
 # %% nbgrader={"grade": false, "grade_id": "attention_mask", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def attention_mask(lengths: torch.Tensor, max_len: int, causal: bool = True) -> torch.Tensor:
     """The self-attention mask of a right-padded batch.
@@ -530,7 +556,9 @@ def attention_mask(lengths: torch.Tensor, max_len: int, causal: bool = True) -> 
     keys = padding_mask(lengths, max_len)[:, None, None, :]  # (B, 1, 1, T): real keys
     if not causal:
         return keys.expand(-1, -1, max_len, -1)  # (B, 1, T, T)
-    return keys & causal_mask(max_len, device=lengths.device)  # (B, 1, 1, T) & (T, T) -> (B, 1, T, T)
+    return keys & causal_mask(
+        max_len, device=lengths.device
+    )  # (B, 1, 1, T) & (T, T) -> (B, 1, T, T)
     ### END SOLUTION
 
 
@@ -568,8 +596,14 @@ plt.show()
 q3 = torch.randn(3, 3, max_len, 8)  # (B, nh, T, hs) with B = nh = 3
 good = attention_mask(lengths, max_len)  # (B, 1, T, T)
 flat = good[:, 0]  # (B, T, T): the head dimension forgotten
-diff = (F.scaled_dot_product_attention(q3, q3, q3, attn_mask=good)
-        - F.scaled_dot_product_attention(q3, q3, q3, attn_mask=flat)).abs().max()
+diff = (
+    (
+        F.scaled_dot_product_attention(q3, q3, q3, attn_mask=good)
+        - F.scaled_dot_product_attention(q3, q3, q3, attn_mask=flat)
+    )
+    .abs()
+    .max()
+)
 print("B = nh = 3, (B, T, T) mask: no error, outputs off by", diff.item())
 try:
     q2 = torch.randn(3, 2, max_len, 8)  # (B, nh, T, hs) with nh = 2
@@ -607,15 +641,20 @@ with torch.no_grad():  # copy the weights: in_proj_weight stacks the q, k and v 
     mha_ours.out_proj.load_state_dict(mha_torch.out_proj.state_dict())
 
     reference, _ = mha_ours(x, mask=attention_mask(lengths, max_len))  # (B, T, C)
-    unchanged, _ = mha_torch(x, x, x, attn_mask=causal_mask(max_len),
-                             key_padding_mask=padding_mask(lengths, max_len))  # (B, T, C)
-print("course masks given unchanged to nn.MultiheadAttention, real outputs off by:",
-      (unchanged - reference)[real].abs().max().item())
+    unchanged, _ = mha_torch(
+        x, x, x, attn_mask=causal_mask(max_len), key_padding_mask=padding_mask(lengths, max_len)
+    )  # (B, T, C)
+print(
+    "course masks given unchanged to nn.MultiheadAttention, real outputs off by:",
+    (unchanged - reference)[real].abs().max().item(),
+)
 print("NaN in its output:", unchanged.isnan().any().item())
 nan_queries = unchanged.isnan().any(-1)  # (B, T): queries whose output is NaN
 for b, n in enumerate(lengths.tolist()):
-    print(f"sequence {b} (length {n} of {max_len}): NaN at queries",
-          nan_queries[b].nonzero().flatten().tolist())
+    print(
+        f"sequence {b} (length {n} of {max_len}): NaN at queries",
+        nan_queries[b].nonzero().flatten().tolist(),
+    )
 
 # %% [markdown]
 # Read as "True = blocked", the causal mask lets each query see only the keys *after* it, and the
@@ -644,6 +683,7 @@ for b, n in enumerate(lengths.tolist()):
 #
 # `~` inverts a bool tensor. Both masks are your earlier ones, inverted.
 # </details>
+
 
 # %% nbgrader={"grade": false, "grade_id": "to_nn_mha_masks", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def to_nn_mha_masks(lengths: torch.Tensor, max_len: int, causal: bool = True):
@@ -681,13 +721,21 @@ nn_attn_mask, nn_padding_mask = to_nn_mha_masks(lengths, max_len)
 mha_time_first = nn.MultiheadAttention(C, nh).eval()  # batch_first=False: inputs (T, B, C)
 mha_time_first.load_state_dict(mha_torch.state_dict())
 with torch.no_grad():
-    batch_first_out, _ = mha_torch(x, x, x, attn_mask=nn_attn_mask, key_padding_mask=nn_padding_mask)
+    batch_first_out, _ = mha_torch(
+        x, x, x, attn_mask=nn_attn_mask, key_padding_mask=nn_padding_mask
+    )
     x_t = x.transpose(0, 1)  # (T, B, C)
-    time_first_out, _ = mha_time_first(x_t, x_t, x_t, attn_mask=nn_attn_mask,
-                                       key_padding_mask=nn_padding_mask)  # (T, B, C); mask stays (B, T)
-print("batch_first=True,  real outputs off by:", (batch_first_out - reference)[real].abs().max().item())
-print("batch_first=False, real outputs off by:",
-      (time_first_out.transpose(0, 1) - reference)[real].abs().max().item())
+    time_first_out, _ = mha_time_first(
+        x_t, x_t, x_t, attn_mask=nn_attn_mask, key_padding_mask=nn_padding_mask
+    )  # (T, B, C); mask stays (B, T)
+print(
+    "batch_first=True,  real outputs off by:",
+    (batch_first_out - reference)[real].abs().max().item(),
+)
+print(
+    "batch_first=False, real outputs off by:",
+    (time_first_out.transpose(0, 1) - reference)[real].abs().max().item(),
+)
 
 # %% [markdown]
 # ## 7 · $-\infty$ or a large negative number?
@@ -710,7 +758,9 @@ scores_2rows = torch.tensor([[1.0, 2.0, 0.5, 3.0]] * 2)  # (T, S): two queries, 
 mask_2rows = torch.tensor([[True, True, True, False], [False] * 4])  # (T, S): query 1 reads nothing
 expected = torch.softmax(scores_2rows[0, :3], dim=-1)  # the right weights of query 0's keys
 
-print(f"{'dtype':9s} {'fill':10s} {'stored as':>12s}  {'partly masked row ok':>20s}  fully masked row")
+print(
+    f"{'dtype':9s} {'fill':10s} {'stored as':>12s}  {'partly masked row ok':>20s}  fully masked row"
+)
 for dtype in (torch.float32, torch.float16, torch.bfloat16):
     fills = {"-inf": float("-inf"), "-1e9": -1e9, "-1e4": -1e4, "finfo.min": torch.finfo(dtype).min}
     for name, fill in fills.items():
@@ -721,8 +771,10 @@ for dtype in (torch.float32, torch.float16, torch.bfloat16):
             continue
         weights = torch.softmax(filled, dim=-1)  # (T, S)
         ok = torch.allclose(weights[0, :3].float(), expected, atol=1e-2)
-        print(f"{str(dtype)[6:]:9s} {name:10s} {filled[1, 0].item():12.4g}  {ok!s:>20s}  "
-              f"{[round(w, 3) for w in weights[1].float().tolist()]}")
+        print(
+            f"{str(dtype)[6:]:9s} {name:10s} {filled[1, 0].item():12.4g}  {ok!s:>20s}  "
+            f"{[round(w, 3) for w in weights[1].float().tolist()]}"
+        )
 
 # %% [markdown]
 # What the table shows:
@@ -745,8 +797,10 @@ print("additive float16 mask (~mask).half() * -1e9:", ((~mask_2rows[0]).half() *
 for dtype in (torch.float32, torch.float16, torch.bfloat16):
     low = torch.tensor(torch.finfo(dtype).min, dtype=dtype)
     score = torch.tensor(-100.0, dtype=dtype)
-    print(f"{str(dtype)[6:]:9s} finfo.min + finfo.min = {(low + low).item():<8} "
-          f"score -100 + finfo.min = {(score + low).item():.4g}")
+    print(
+        f"{str(dtype)[6:]:9s} finfo.min + finfo.min = {(low + low).item():<8} "
+        f"score -100 + finfo.min = {(score + low).item():.4g}"
+    )
 
 # %% [markdown]
 # Two `finfo.min` added together overflow to $-\infty$ in every dtype, and in float16 a modest

@@ -118,7 +118,9 @@ AUTOGRADING = os.environ.get("NBGRADER_EXECUTION") == "autograde"
 per_token = 2 * 32 * 32 * 128 * 2  # K and V × layers × heads × head size × bytes
 print(f"{per_token:,} bytes per token = {per_token / 2**20:.2f} MiB")
 print(f"one 4,096-token conversation: {per_token * 4096 / 1e9:.2f} GB")
-print(f"a batch of 32 of them:        {per_token * 4096 * 32 / 1e9:.1f} GB  (the fp16 weights: ~13.5 GB)")
+print(
+    f"a batch of 32 of them:        {per_token * 4096 * 32 / 1e9:.1f} GB  (the fp16 weights: ~13.5 GB)"
+)
 
 # %% [markdown]
 # At a serving batch size, the cache outgrows the model itself. Reading it also costs time: every
@@ -136,6 +138,7 @@ print(f"a batch of 32 of them:        {per_token * 4096 * 32 / 1e9:.1f} GB  (the
 #
 # Multiply all six arguments together, and by 2 for K and V.
 # </details>
+
 
 # %% nbgrader={"grade": false, "grade_id": "kv_cache_bytes", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def kv_cache_bytes(
@@ -167,8 +170,12 @@ check_kv_cache_bytes(kv_cache_bytes, seed=1, thorough=True)
 # Check it against real tensors: allocate the cache of a small model and add up their bytes.
 
 # %%
-cache = [(torch.zeros(4, 8, 100, 64, dtype=torch.bfloat16),) * 2 for _ in range(6)]  # 6 layers of (B, nkv, S, hs)
-print(f"tensors: {cache_nbytes(cache):,} bytes | formula: {kv_cache_bytes(6, 8, 64, 100, batch_size=4):,} bytes")
+cache = [
+    (torch.zeros(4, 8, 100, 64, dtype=torch.bfloat16),) * 2 for _ in range(6)
+]  # 6 layers of (B, nkv, S, hs)
+print(
+    f"tensors: {cache_nbytes(cache):,} bytes | formula: {kv_cache_bytes(6, 8, 64, 100, batch_size=4):,} bytes"
+)
 
 # %% [markdown]
 # In that formula the layers, the head size, the length and the batch are set by the model and the
@@ -224,6 +231,7 @@ plt.show()
 # kv head `g` first `n_rep` times, then `g + 1`...
 # </details>
 
+
 # %% nbgrader={"grade": false, "grade_id": "repeat_kv", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     """Repeat each key/value head ``n_rep`` times so that query head ``h`` reads kv head ``h // n_rep``.
@@ -271,8 +279,12 @@ n_rep = nh // nkv
 ours = F.scaled_dot_product_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep))  # (B, nh, T, hs)
 builtin = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)  # (B, nh, T, hs)
 tiled = F.scaled_dot_product_attention(q, k.repeat(1, n_rep, 1, 1), v.repeat(1, n_rep, 1, 1))
-print("repeat_kv + SDPA vs enable_gqa=True, largest difference:", (ours - builtin).abs().max().item())
-print("with .repeat instead, largest difference:              ", (tiled - builtin).abs().max().item())
+print(
+    "repeat_kv + SDPA vs enable_gqa=True, largest difference:", (ours - builtin).abs().max().item()
+)
+print(
+    "with .repeat instead, largest difference:              ", (tiled - builtin).abs().max().item()
+)
 
 # %% [markdown]
 # ## 3 · Causal masks when the queries are the newest tokens
@@ -291,16 +303,28 @@ print("with .repeat instead, largest difference:              ", (tiled - builti
 # %%
 T_new, S_all = 2, 6
 bottom_right = torch.ones(T_new, S_all, dtype=torch.bool).tril(S_all - T_new)  # (T, S)
-plot_masks({"bottom-right: tril(S - T)  (right)": bottom_right,
-            "top-left: is_causal=True  (wrong here)": top_left_causal(T_new, S_all)},
-           query_labels=[f"pos {S_all - T_new + t}" for t in range(T_new)])
+plot_masks(
+    {
+        "bottom-right: tril(S - T)  (right)": bottom_right,
+        "top-left: is_causal=True  (wrong here)": top_left_causal(T_new, S_all),
+    },
+    query_labels=[f"pos {S_all - T_new + t}" for t in range(T_new)],
+)
 plt.show()
 
 q1 = torch.randn(1, 1, 1, 8)  # (B, nh, T=1, hs): one new token
 k6 = torch.randn(1, 1, 6, 8)  # (B, nh, S=6, hs): 5 cached positions + the new one
 eye = torch.eye(6).view(1, 1, 6, 6)  # identity values: the output is the attention weights
-print("weights with is_causal=True:", F.scaled_dot_product_attention(q1, k6, eye, is_causal=True)[0, 0, 0])
-print("weights, bottom-right mask: ", F.scaled_dot_product_attention(q1, k6, eye, attn_mask=torch.ones(1, 6, dtype=torch.bool))[0, 0, 0])
+print(
+    "weights with is_causal=True:",
+    F.scaled_dot_product_attention(q1, k6, eye, is_causal=True)[0, 0, 0],
+)
+print(
+    "weights, bottom-right mask: ",
+    F.scaled_dot_product_attention(q1, k6, eye, attn_mask=torch.ones(1, 6, dtype=torch.bool))[
+        0, 0, 0
+    ],
+)
 
 # %% [markdown]
 # ### Exercise 3 · `GroupedQueryAttention`
@@ -342,6 +366,7 @@ print("weights, bottom-right mask: ", F.scaled_dot_product_attention(q1, k6, eye
 # Cache `k` and `v` *before* `repeat_kv`. Storing the repeated copies would give the cache `nh`
 # heads again and throw away the memory GQA saves.
 # </details>
+
 
 # %% nbgrader={"grade": false, "grade_id": "GroupedQueryAttention", "locked": false, "schema_version": 3, "solution": true, "task": false}
 class GroupedQueryAttention(nn.Module):
@@ -398,7 +423,9 @@ class GroupedQueryAttention(nn.Module):
         v = self.v_proj(x).view(B, T, self.num_kv_heads, hs).transpose(1, 2)  # (B, nkv, T, hs)
         if past_kv is not None:
             past_k, past_v = past_kv
-            k = torch.cat([past_k, k], dim=2)  # (B, nkv, P, hs) + (B, nkv, T, hs) -> (B, nkv, S, hs)
+            k = torch.cat(
+                [past_k, k], dim=2
+            )  # (B, nkv, P, hs) + (B, nkv, T, hs) -> (B, nkv, S, hs)
             v = torch.cat([past_v, v], dim=2)  # (B, nkv, S, hs)
         S = k.shape[2]
         mask = None
@@ -458,7 +485,10 @@ with torch.no_grad():
         out_t, past = gqa(x[:, t : t + 1], past_kv=past)  # (B, 1, C); cache (B, nkv, t + 1, hs)
         steps.append(out_t)
         print(f"step {t}: cache k {tuple(past[0].shape)}")
-print("token by token vs full pass, largest difference:", (torch.cat(steps, dim=1) - full).abs().max().item())
+print(
+    "token by token vs full pass, largest difference:",
+    (torch.cat(steps, dim=1) - full).abs().max().item(),
+)
 
 # %% [markdown]
 # **The MHA end.** With `num_kv_heads = num_heads` nothing is shared, `n_rep = 1`, and `repeat_kv`
@@ -472,8 +502,12 @@ mha_end = GroupedQueryAttention(C, nh, num_kv_heads=nh, bias=True).eval()
 torch_mha = nn.MultiheadAttention(C, nh, batch_first=True)
 course_mha = TorchMultiHeadAttention(C, nh)
 with torch.no_grad():
-    torch_mha.in_proj_weight.copy_(torch.cat([mha_end.q_proj.weight, mha_end.k_proj.weight, mha_end.v_proj.weight]))  # (3C, C)
-    torch_mha.in_proj_bias.copy_(torch.cat([mha_end.q_proj.bias, mha_end.k_proj.bias, mha_end.v_proj.bias]))  # (3C,)
+    torch_mha.in_proj_weight.copy_(
+        torch.cat([mha_end.q_proj.weight, mha_end.k_proj.weight, mha_end.v_proj.weight])
+    )  # (3C, C)
+    torch_mha.in_proj_bias.copy_(
+        torch.cat([mha_end.q_proj.bias, mha_end.k_proj.bias, mha_end.v_proj.bias])
+    )  # (3C,)
     torch_mha.out_proj.load_state_dict(mha_end.out_proj.state_dict())
     for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
         getattr(course_mha, name).load_state_dict(getattr(mha_end, name).state_dict())
@@ -498,10 +532,15 @@ with torch.no_grad():
     _, (k_mqa, _) = mqa(x)  # k_mqa: (B, 1, T, hs)
     q_mqa = mqa.q_proj(x).view(2, 7, nh, C // nh).transpose(1, 2)  # (B, nh, T, hs)
     eye = torch.eye(7).expand(2, nh, 7, 7)  # identity values: SDPA returns the weights
-    weights = F.scaled_dot_product_attention(q_mqa, repeat_kv(k_mqa, nh), eye, attn_mask=causal)  # (B, nh, T, S)
+    weights = F.scaled_dot_product_attention(
+        q_mqa, repeat_kv(k_mqa, nh), eye, attn_mask=causal
+    )  # (B, nh, T, S)
 print("cached k:", tuple(k_mqa.shape), "for", nh, "query heads")
-plots.attention_heatmaps(weights[0], titles=[f"query head {h}, kv head 0" for h in range(nh)],
-                         suptitle="MQA: one shared key head, four different patterns")
+plots.attention_heatmaps(
+    weights[0],
+    titles=[f"query head {h}, kv head 0" for h in range(nh)],
+    suptitle="MQA: one shared key head, four different patterns",
+)
 plt.show()
 
 # %% [markdown]
@@ -521,6 +560,7 @@ plt.show()
 # With `kv = num_kv_heads * (d_model // num_heads)`: two `d_model × d_model` matrices, two
 # `d_model × kv` matrices, and with `bias` the biases `d_model + kv + kv + d_model`.
 # </details>
+
 
 # %% nbgrader={"grade": false, "grade_id": "gqa_param_count", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def gqa_param_count(d_model: int, num_heads: int, num_kv_heads: int, bias: bool = False) -> int:
@@ -551,15 +591,21 @@ check_gqa_param_count(gqa_param_count, seed=1, thorough=True)
 
 # %%
 mha_params, gqa_params = gqa_param_count(4096, 32, 32), gqa_param_count(4096, 32, 8)
-print(f"attention weights per layer: MHA {mha_params:,} | GQA (8 kv heads) {gqa_params:,} "
-      f"({gqa_params / mha_params - 1:+.1%})")
+print(
+    f"attention weights per layer: MHA {mha_params:,} | GQA (8 kv heads) {gqa_params:,} "
+    f"({gqa_params / mha_params - 1:+.1%})"
+)
 counts = {f"nkv = {n}": gqa_param_count(4096, 32, n) for n in (32, 8, 1)}
 plots.plot_param_counts(counts, title="Attention parameters per layer, C = 4096, 32 query heads")
 plt.show()
 
 mha_cache, gqa_cache = kv_cache_bytes(32, 32, 128, 32768), kv_cache_bytes(32, 8, 128, 32768)
-print(f"KV cache, 32 layers, 32k tokens, bf16: MHA {mha_cache / 1e9:.2f} GB | GQA {gqa_cache / 1e9:.2f} GB")
-print(f"Llama 2 70B (80 layers, 8 kv heads of 128), fp16: {kv_cache_bytes(80, 8, 128, 1):,} bytes per token")
+print(
+    f"KV cache, 32 layers, 32k tokens, bf16: MHA {mha_cache / 1e9:.2f} GB | GQA {gqa_cache / 1e9:.2f} GB"
+)
+print(
+    f"Llama 2 70B (80 layers, 8 kv heads of 128), fp16: {kv_cache_bytes(80, 8, 128, 1):,} bytes per token"
+)
 
 # %% [markdown]
 # The parameters fall by 37.5 %, the cache by 75 % (a factor $n_h / n_{kv} = 4$). The parameter
@@ -570,10 +616,17 @@ print(f"Llama 2 70B (80 layers, 8 kv heads of 128), fp16: {kv_cache_bytes(80, 8,
 
 # %%
 seq_lens = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
-memory = {f"{name} ({n} kv head{'s' * (n > 1)})": [kv_cache_bytes(80, n, 128, s) for s in seq_lens]
-          for name, n in (("MHA", 64), ("GQA", 8), ("MQA", 1))}
-nb04_gqa_plots.plot_kv_cache_memory(seq_lens, memory, limit_bytes=80e9, limit_label="one 80 GB GPU",
-                               title="Llama-2-70B-like KV cache, fp16, batch 1")
+memory = {
+    f"{name} ({n} kv head{'s' * (n > 1)})": [kv_cache_bytes(80, n, 128, s) for s in seq_lens]
+    for name, n in (("MHA", 64), ("GQA", 8), ("MQA", 1))
+}
+nb04_gqa_plots.plot_kv_cache_memory(
+    seq_lens,
+    memory,
+    limit_bytes=80e9,
+    limit_label="one 80 GB GPU",
+    title="Llama-2-70B-like KV cache, fp16, batch 1",
+)
 plt.show()
 
 # %% [markdown]
@@ -600,15 +653,24 @@ if AUTOGRADING:
     print("Skipped while grading.")
 else:
     torch.manual_seed(0)
-    decoder = TinyDecoder(vocab_size=512, d_model=192, num_layers=2, num_heads=8, num_kv_heads=2,
-                          max_len=272, attention=GroupedQueryAttention)
+    decoder = TinyDecoder(
+        vocab_size=512,
+        d_model=192,
+        num_layers=2,
+        num_heads=8,
+        num_kv_heads=2,
+        max_len=272,
+        attention=GroupedQueryAttention,
+    )
     prompt = torch.randint(0, 512, (1, 16))  # (B, P)
     start = time.perf_counter()
     bench = benchmark_decoding(decoder, prompt, new_tokens=256, repeats=3)
     for name in bench.runs:
         print(f"{name:9s} {bench.tokens_per_s(name):7.1f} tokens/s (median of 3)")
-    print(f"speed-up {bench.speedup:.1f}×, same 256 tokens: {bench.same_tokens}, "
-          f"measured in {time.perf_counter() - start:.0f} s")
+    print(
+        f"speed-up {bench.speedup:.1f}×, same 256 tokens: {bench.same_tokens}, "
+        f"measured in {time.perf_counter() - start:.0f} s"
+    )
     nb04_gqa_plots.plot_decode_benchmark(bench)
     plt.show()
 
@@ -661,6 +723,7 @@ else:
 # the new module's own tensor. A bias has one dimension: `bias.view(nkv, n_rep, hs).mean(1)`.
 # </details>
 
+
 # %% nbgrader={"grade": false, "grade_id": "mha_to_gqa", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def mha_to_gqa(mha: nn.Module, num_kv_heads: int) -> GroupedQueryAttention:
     """A ``GroupedQueryAttention`` made from a multi-head attention module (Ainslie et al., 2023).
@@ -709,6 +772,7 @@ check_mha_to_gqa(mha_to_gqa, seed=1, thorough=True)
 # a trained model heads are partly redundant (notebook 02, section 8), which is why pooling plus a
 # little training works there.
 
+
 # %%
 def first_head_to_gqa(mha, num_kv_heads):
     """Like mha_to_gqa, but each shared head is the first head of its group."""
@@ -717,7 +781,9 @@ def first_head_to_gqa(mha, num_kv_heads):
     hs, n_rep = C // nh, nh // num_kv_heads
     with torch.no_grad():
         for name in ("k_proj", "v_proj"):
-            weight = getattr(mha, name).weight.view(num_kv_heads, n_rep, hs, C)[:, 0]  # (nkv, hs, C)
+            weight = getattr(mha, name).weight.view(num_kv_heads, n_rep, hs, C)[
+                :, 0
+            ]  # (nkv, hs, C)
             getattr(gqa, name).weight.copy_(weight.reshape(num_kv_heads * hs, C))
             bias = getattr(mha, name).bias.view(num_kv_heads, n_rep, hs)[:, 0]  # (nkv, hs)
             getattr(gqa, name).bias.copy_(bias.reshape(-1))  # (nkv*hs,)
@@ -744,12 +810,19 @@ x_eval = torch.randn(8, 32, C)  # (B, T, C)
 with torch.no_grad():
     y_teacher, _ = teacher(x_eval, mask=torch.ones(32, 32, dtype=torch.bool).tril())  # (B, T, C)
 kv_choices = [8, 4, 2, 1]
-errors = {name: [relative_error(convert(teacher, n), y_teacher, x_eval) for n in kv_choices]
-          for name, convert in (("mean of each group (yours)", mha_to_gqa),
-                                ("first head of each group", first_head_to_gqa),
-                                ("from scratch", scratch_to_gqa))}
+errors = {
+    name: [relative_error(convert(teacher, n), y_teacher, x_eval) for n in kv_choices]
+    for name, convert in (
+        ("mean of each group (yours)", mha_to_gqa),
+        ("first head of each group", first_head_to_gqa),
+        ("from scratch", scratch_to_gqa),
+    )
+}
 for name, values in errors.items():
-    print(f"{name:28s}", "  ".join(f"nkv={n}: {e:.3f}" for n, e in zip(kv_choices, values, strict=True)))
+    print(
+        f"{name:28s}",
+        "  ".join(f"nkv={n}: {e:.3f}" for n, e in zip(kv_choices, values, strict=True)),
+    )
 nb04_gqa_plots.plot_conversion_error(kv_choices, errors, title=f"Converting an MHA with {nh} heads")
 plt.show()
 
@@ -762,6 +835,7 @@ plt.show()
 # **Uptraining, in miniature.** Train the 2-kv-head conversions for 150 steps to reproduce the
 # MHA's outputs (a distillation loss) and compare their starting points (a few seconds; skipped
 # while grading):
+
 
 # %%
 def uptrain(student, steps=150, seed=0):
@@ -786,14 +860,20 @@ if AUTOGRADING:
     print("Skipped while grading.")
 else:
     curves = {}
-    for name, convert in (("mean-pooled start", mha_to_gqa), ("from-scratch start", scratch_to_gqa)):
+    for name, convert in (
+        ("mean-pooled start", mha_to_gqa),
+        ("from-scratch start", scratch_to_gqa),
+    ):
         torch.manual_seed(1)
         student = convert(teacher, 2)
         curves[name] = uptrain(student)
-        print(f"{name:19s} loss {curves[name][0]:.4f} -> {curves[name][-1]:.4f}, "
-              f"relative error now {relative_error(student, y_teacher, x_eval):.3f}")
-    plots.plot_loss_curves(curves, title="Uptraining GQA (2 kv heads) to match the MHA",
-                           ylabel="distillation MSE")
+        print(
+            f"{name:19s} loss {curves[name][0]:.4f} -> {curves[name][-1]:.4f}, "
+            f"relative error now {relative_error(student, y_teacher, x_eval):.3f}"
+        )
+    plots.plot_loss_curves(
+        curves, title="Uptraining GQA (2 kv heads) to match the MHA", ylabel="distillation MSE"
+    )
     plt.show()
 
 # %% [markdown]

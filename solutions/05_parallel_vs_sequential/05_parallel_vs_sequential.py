@@ -134,7 +134,9 @@ rows = slice(1 * hs, 2 * hs)  # head 1 owns features 4:8
 W_q1, b_q1 = mha.q_proj.weight[rows], mha.q_proj.bias[rows]  # (hs, C), (hs,)
 q_1 = F.linear(x, W_q1, b_q1)  # (B, T, C) @ (C, hs) + (hs,) -> (B, T, hs)
 print("W_q1:", tuple(W_q1.shape), "| q_1:", tuple(q_1.shape))
-print("q_1 equals features 4:8 of the full projection:", torch.allclose(q_1, mha.q_proj(x)[..., rows]))
+print(
+    "q_1 equals features 4:8 of the full projection:", torch.allclose(q_1, mha.q_proj(x)[..., rows])
+)
 
 # %% [markdown]
 # ### Exercise 1 · `mha_sequential`
@@ -173,6 +175,7 @@ print("q_1 equals features 4:8 of the full projection:", torch.allclose(q_1, mha
 # `torch.cat(heads, dim=-1)` puts head 0's features first, then head 1's, …, which is the order
 # `out_proj` expects. Then `mha.out_proj(...)`.
 # </details>
+
 
 # %% nbgrader={"grade": false, "grade_id": "mha_sequential", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def mha_sequential(x: torch.Tensor, mha) -> torch.Tensor:
@@ -240,6 +243,7 @@ check_mha_sequential_loops(mha_sequential, seed=1, thorough=True)
 # `(B, nh, T, hs) @ (B, nh, hs, T) -> (B, nh, T, T)`, one call for every `(b, i)` pair.
 # </details>
 
+
 # %% nbgrader={"grade": false, "grade_id": "mha_parallel", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def mha_parallel(x: torch.Tensor, mha) -> torch.Tensor:
     """Self-attention output of ``mha`` with every head in one batched computation.
@@ -257,7 +261,9 @@ def mha_parallel(x: torch.Tensor, mha) -> torch.Tensor:
     q = mha.q_proj(x).view(B, T, nh, C // nh).transpose(1, 2)  # (B, T, C) -> (B, nh, T, hs)
     k = mha.k_proj(x).view(B, T, nh, C // nh).transpose(1, 2)  # (B, nh, T, hs)
     v = mha.v_proj(x).view(B, T, nh, C // nh).transpose(1, 2)  # (B, nh, T, hs)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(C // nh)  # (B, nh, T, hs) @ (B, nh, hs, T) -> (B, nh, T, T)
+    scores = (
+        q @ k.transpose(-2, -1) / math.sqrt(C // nh)
+    )  # (B, nh, T, hs) @ (B, nh, hs, T) -> (B, nh, T, T)
     out = torch.softmax(scores, dim=-1) @ v  # (B, nh, T, T) @ (B, nh, T, hs) -> (B, nh, T, hs)
     return mha.out_proj(out.transpose(1, 2).reshape(B, T, C))  # (B, nh, T, hs) -> (B, T, C)
     ### END SOLUTION
@@ -283,8 +289,10 @@ check_mha_parallel_batches(mha_parallel, seed=1, thorough=True)
 # %%
 reference = mha(x)[0]  # (B, T, C)
 for fn in (mha_sequential, mha_parallel):
-    print(f"{fn.__name__:15s} largest difference from mha(x)[0]:",
-          (fn(x, mha) - reference).abs().max().item())
+    print(
+        f"{fn.__name__:15s} largest difference from mha(x)[0]:",
+        (fn(x, mha) - reference).abs().max().item(),
+    )
 
 # %% [markdown]
 # ## 2 · Counting operations
@@ -332,7 +340,9 @@ mha16 = TorchMultiHeadAttention(64, 16)
 for mode in ("no_grad", "inference_mode"):
     for fn in (mha_sequential, mha_parallel):
         counter = count_ops(fn, x16, mha16, grad_mode=mode)
-        names = {n: c for n, c in counter.ops.items() if n in ("addmm", "mm", "bmm", "linear", "matmul")}
+        names = {
+            n: c for n, c in counter.ops.items() if n in ("addmm", "mm", "bmm", "linear", "matmul")
+        }
         print(f"{mode:15s} {fn.__name__:15s} {counter.summary():48s} {names}")
 
 # %% [markdown]
@@ -354,8 +364,9 @@ for n in head_counts:
         all_ops[name].append(counter.total)
 
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 3.6))
-plot_op_counts(head_counts, products, ax=ax1,
-               title="Matrix products + fused attention calls (C = 64)")
+plot_op_counts(
+    head_counts, products, ax=ax1, title="Matrix products + fused attention calls (C = 64)"
+)
 plot_op_counts(head_counts, all_ops, ax=ax2, title="All operations, element-wise ones included")
 fig.tight_layout()
 plt.show()
@@ -406,6 +417,7 @@ for fn in (mha_sequential, mha_parallel):
 # (`*`, `+`, `**`) so the result is an `int`.
 # </details>
 
+
 # %% nbgrader={"grade": false, "grade_id": "attention_flops", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def attention_flops(batch: int, seq_len: int, d_model: int, num_heads: int) -> int:
     """Matrix-product FLOPs (2 per multiply-add) of one MHA self-attention forward.
@@ -434,6 +446,7 @@ check_attention_flops(attention_flops, seed=1, thorough=True)
 # `FlopCounterMode` is a dispatch mode too: it adds up the FLOPs of every matrix product that runs.
 # Measure your two functions, the module itself and the fused version:
 
+
 # %%
 def measured_flops(fn, *args):
     """FLOPs of fn(*args) as FlopCounterMode counts them."""
@@ -446,8 +459,12 @@ def measured_flops(fn, *args):
 xf = torch.randn(2, 128, 512)  # (B, T, C)
 mf = TorchMultiHeadAttention(512, 8)
 print(f"attention_flops(2, 128, 512, 8)  {attention_flops(2, 128, 512, 8):>13,}")
-for name, fn in [("mha_sequential", mha_sequential), ("mha_parallel", mha_parallel),
-                 ("mha(x)", lambda x, m: m(x)), ("fused_heads", fused_heads)]:
+for name, fn in [
+    ("mha_sequential", mha_sequential),
+    ("mha_parallel", mha_parallel),
+    ("mha(x)", lambda x, m: m(x)),
+    ("fused_heads", fused_heads),
+]:
     print(f"{name:32s} {measured_flops(fn, xf, mf):>13,}")
 with sdpa_kernel([SDPBackend.MATH]):
     print(f"{'fused_heads, math backend':32s} {measured_flops(fused_heads, xf, mf):>13,}")
@@ -485,8 +502,12 @@ costs = {
     "12 heads of width 64": attention_flops(Bg, Tg, Cg, nhg),
     "12 full-width passes": nhg * attention_flops(Bg, Tg, Cg, 1),
 }
-plot_bars({k: v / 1e9 for k, v in costs.items()}, ylabel="GFLOP per forward",
-          title="One attention layer, B = 8, T = 1024, C = 768", fmt="{:,.1f}")
+plot_bars(
+    {k: v / 1e9 for k, v in costs.items()},
+    ylabel="GFLOP per forward",
+    title="One attention layer, B = 8, T = 1024, C = 768",
+    fmt="{:,.1f}",
+)
 plt.show()
 
 # %% [markdown]
@@ -513,8 +534,10 @@ overhead_s = median(rounds)
 print(f"fixed cost of one tiny matrix product: about {overhead_s * 1e6:.1f} µs")
 for name, i in (("your mha_sequential", -1), ("your mha_parallel", -1)):
     ops = all_ops[name][i]
-    print(f"{name:20s} at nh = {head_counts[i]}: {ops:4d} operations x {overhead_s * 1e6:.1f} µs "
-          f"≈ {ops * overhead_s * 1e3:.2f} ms before any arithmetic")
+    print(
+        f"{name:20s} at nh = {head_counts[i]}: {ops:4d} operations x {overhead_s * 1e6:.1f} µs "
+        f"≈ {ops * overhead_s * 1e3:.2f} ms before any arithmetic"
+    )
 
 # %% [markdown]
 # A rough floor (views and element-wise operations are cheaper than a product, but not free).
@@ -539,7 +562,9 @@ before = mha_parallel(xi, mi).detach()  # (B, T, C) = 4 heads of 8 features
 with torch.no_grad():
     mi.q_proj.weight[2 * 8 : 3 * 8] += torch.randn(8, 32)  # perturb head 2's rows only
 after = mha_parallel(xi, mi).detach()
-change = (after - before).abs().view(2, 6, 4, 8).amax(dim=(0, 1, 3))  # (nh,): largest change per head
+change = (
+    (after - before).abs().view(2, 6, 4, 8).amax(dim=(0, 1, 3))
+)  # (nh,): largest change per head
 for i, c in enumerate(change.tolist()):
     print(f"head {i}: output changed by up to {c:.3f}")
 
@@ -562,12 +587,16 @@ for i, c in enumerate(change.tolist()):
 mm = TorchMultiHeadAttention(Cg, nhg).to("meta")
 xm = torch.empty(Bg, Tg, Cg, device="meta")  # (B, T, C) without data
 flops_g = attention_flops(Bg, Tg, Cg, nhg)
-print(f"{'':15s} {'products':>8s} {'GFLOP':>7s} {'MB moved':>9s} {'FLOP/byte':>9s} "
-      f"{'MFLOP per product':>17s}")
+print(
+    f"{'':15s} {'products':>8s} {'GFLOP':>7s} {'MB moved':>9s} {'FLOP/byte':>9s} "
+    f"{'MFLOP per product':>17s}"
+)
 for fn in (mha_sequential, mha_parallel):
     c = count_ops(fn, xm, mm)
-    print(f"{fn.__name__:15s} {c.big_ops:8d} {flops_g / 1e9:7.1f} {c.matmul_bytes / 1e6:9.0f} "
-          f"{flops_g / c.matmul_bytes:9.1f} {flops_g / c.big_ops / 1e6:17.0f}")
+    print(
+        f"{fn.__name__:15s} {c.big_ops:8d} {flops_g / 1e9:7.1f} {c.matmul_bytes / 1e6:9.0f} "
+        f"{flops_g / c.matmul_bytes:9.1f} {flops_g / c.big_ops / 1e6:17.0f}"
+    )
 
 # %% [markdown]
 # Same FLOPs, but the loop moves about 1.7 times as many bytes to do them, in ten times as many
@@ -594,6 +623,7 @@ for fn in (mha_sequential, mha_parallel):
 # threads compete with other programs, numbers can jump by 10× or more between runs; running
 # `torch.set_num_threads(1)` first makes them steadier (and slower).
 
+
 # %%
 def sweep(shapes, repeats):
     """Timings of the three versions at each (B, T, C, nh); returns {name: [samples per point]}."""
@@ -601,8 +631,10 @@ def sweep(shapes, repeats):
     for Bs, Ts, Cs, nhs in shapes:
         m = TorchMultiHeadAttention(Cs, nhs)
         xs = torch.randn(Bs, Ts, Cs)  # (B, T, C)
-        fns = {name: (lambda fn=fn, xs=xs, m=m: fn(xs, m)) for name, fn in
-               zip(samples, (mha_sequential, mha_parallel, fused_heads), strict=True)}
+        fns = {
+            name: (lambda fn=fn, xs=xs, m=m: fn(xs, m))
+            for name, fn in zip(samples, (mha_sequential, mha_parallel, fused_heads), strict=True)
+        }
         for name, times in time_interleaved(fns, repeats=repeats, warmup=2).items():
             samples[name].append(times)
     return samples
@@ -621,10 +653,16 @@ else:
     small = sweep([(1, 16, 64, n) for n in nh_values], repeats=9)
     medium = sweep([(4, 128, 256, n) for n in nh_values], repeats=7)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 3.8))
-    plot_timings(nh_values, small, "number of heads nh", ax=ax1,
-                 title="Small: B = 1, T = 16, C = 64 (overhead-bound)")
-    plot_timings(nh_values, medium, "number of heads nh", ax=ax2,
-                 title="Medium: B = 4, T = 128, C = 256")
+    plot_timings(
+        nh_values,
+        small,
+        "number of heads nh",
+        ax=ax1,
+        title="Small: B = 1, T = 16, C = 64 (overhead-bound)",
+    )
+    plot_timings(
+        nh_values, medium, "number of heads nh", ax=ax2, title="Medium: B = 4, T = 128, C = 256"
+    )
     fig.tight_layout()
     plt.show()
     for label, samples in (("small ", small), ("medium", medium)):
@@ -637,8 +675,7 @@ else:
 lengths = [32, 64, 128, 256, 512]
 if not AUTOGRADING:
     by_length = sweep([(2, t, 256, 8) for t in lengths], repeats=5)
-    plot_timings(lengths, by_length, "sequence length T",
-                 title="B = 2, C = 256, nh = 8")
+    plot_timings(lengths, by_length, "sequence length T", title="B = 2, C = 256, nh = 8")
     plt.show()
     for i, t in enumerate(lengths):
         print(f"T = {t:4d}: {ratios(by_length, i)}")

@@ -126,6 +126,7 @@ print(triton_support.describe_mode())
 # is present, or `None`; either way is accepted.
 # </details>
 
+
 # %% nbgrader={"grade": false, "grade_id": "get_device", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def get_device() -> torch.device:
     """The best device here: ``cuda`` if available, else ``mps``, else ``cpu``."""
@@ -149,7 +150,9 @@ check_get_device(get_device)
 # %%
 device = get_device()
 x = torch.randn(2, 3, device=device)  # created on the device, no copy
-print("device:", device, "| x is on", x.device, "| zeros_like keeps it:", torch.zeros_like(x).device)
+print(
+    "device:", device, "| x is on", x.device, "| zeros_like keeps it:", torch.zeros_like(x).device
+)
 
 # %% [markdown]
 # ## 2 · `F.scaled_dot_product_attention` and its backends
@@ -192,8 +195,12 @@ for backend in (SDPBackend.MATH, SDPBackend.FLASH_ATTENTION):
 # %%
 q = torch.randn(1, 4, 128, 64)  # (B, nh, T, hs)
 for where, x in [("cpu", q)] + ([("cuda", q.to("cuda", torch.float16))] if HAS_CUDA else []):
-    for backend in (SDPBackend.MATH, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
-                    SDPBackend.CUDNN_ATTENTION):
+    for backend in (
+        SDPBackend.MATH,
+        SDPBackend.FLASH_ATTENTION,
+        SDPBackend.EFFICIENT_ATTENTION,
+        SDPBackend.CUDNN_ATTENTION,
+    ):
         try:
             with sdpa_kernel([backend]):
                 F.scaled_dot_product_attention(x, x, x)
@@ -263,7 +270,9 @@ tf32 = ((x32.view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)  # round
 exact = x64 @ x64.transpose(-2, -1)  # (B, nh, T, T) scores in float64
 for name, x in (("float32", x32), ("TF32 (emulated)", tf32)):
     err = ((x @ x.transpose(-2, -1)).double() - exact).abs().max()
-    print(f"{name:<15} scores q @ kᵀ: max |error| {err:.1e}, relative {err / exact.abs().max():.1e}")
+    print(
+        f"{name:<15} scores q @ kᵀ: max |error| {err:.1e}, relative {err / exact.abs().max():.1e}"
+    )
 
 # %% [markdown]
 # The checks in this notebook compare against float64 with these tolerances (absolute and
@@ -275,8 +284,10 @@ for name, x in (("float32", x32), ("TF32 (emulated)", tf32)):
 
 # %%
 for dtype in (torch.float16, torch.bfloat16, torch.float32):
-    print(f"{str(dtype):<15} -1e9 is stored as {torch.tensor(-1e9, dtype=dtype).item():.4g}; "
-          f"finfo.min = {torch.finfo(dtype).min:.4g}")
+    print(
+        f"{str(dtype):<15} -1e9 is stored as {torch.tensor(-1e9, dtype=dtype).item():.4g}; "
+        f"finfo.min = {torch.finfo(dtype).min:.4g}"
+    )
 
 # %% [markdown]
 # ## 4 · The trouble with the `(T, S)` table
@@ -333,10 +344,14 @@ for start in range(0, len(scores), 4):
     block = scores[start : start + 4]
     m_new = max(m_i, block.max().item())
     l_i = l_i * math.exp(m_i - m_new) + torch.exp(block - m_new).sum().item()
-    print(f"block {block.tolist()}: m = {m_new:.1f}, l = {l_i:.4f}, old sum rescaled by "
-          f"{math.exp(m_i - m_new):.4f}")
+    print(
+        f"block {block.tolist()}: m = {m_new:.1f}, l = {l_i:.4f}, old sum rescaled by "
+        f"{math.exp(m_i - m_new):.4f}"
+    )
     m_i = m_new
-print(f"one pass:   m = {scores.max().item():.1f}, l = {torch.exp(scores - scores.max()).sum():.4f}")
+print(
+    f"one pass:   m = {scores.max().item():.1f}, l = {torch.exp(scores - scores.max()).sum():.4f}"
+)
 
 # %% [markdown]
 # Attention needs more than the sum: it needs $\sum_j e^{s_j - m} v_j$, a weighted sum of value
@@ -413,6 +428,7 @@ plt.show()
 # zero output rather than dividing.
 # </details>
 
+
 # %% nbgrader={"grade": false, "grade_id": "tiled_attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def tiled_attention(
     q: torch.Tensor,
@@ -446,7 +462,9 @@ def tiled_attention(
     for start in range(0, S, block_size):
         kb = k[..., start : start + block_size, :]  # (B, nh, b, hs), b <= block_size
         vb = v[..., start : start + block_size, :]  # (B, nh, b, hs)
-        s = q @ kb.transpose(-2, -1) / math.sqrt(hs)  # (B, nh, T, hs) @ (B, nh, hs, b) -> (B, nh, T, b)
+        s = (
+            q @ kb.transpose(-2, -1) / math.sqrt(hs)
+        )  # (B, nh, T, hs) @ (B, nh, hs, b) -> (B, nh, T, b)
         if causal:
             cols = torch.arange(start, start + kb.shape[-2], device=q.device)  # (b,)
             s = s.masked_fill(cols > last_key, float("-inf"))  # (T, b) mask broadcasts
@@ -490,6 +508,7 @@ check_tiled_no_sdpa(tiled_attention)
 # Compare the largest tensor each version creates for one long sequence: naive attention, yours,
 # and PyTorch's fused CPU kernel.
 
+
 # %%
 def naive_attention(q, k, v):
     """softmax(q kᵀ / √hs) v with the whole score matrix in memory."""
@@ -516,8 +535,9 @@ for name, fn in versions.items():
 if AUTOGRADING:
     print("Timing skipped while grading.")
 else:
-    times = time_interleaved({name: (lambda fn=fn: fn(q, k, v)) for name, fn in versions.items()},
-                             repeats=5, warmup=1)
+    times = time_interleaved(
+        {name: (lambda fn=fn: fn(q, k, v)) for name, fn in versions.items()}, repeats=5, warmup=1
+    )
     for name, samples in times.items():
         print(f"{name:<17} {1e3 * median(samples):7.1f} ms")
 
@@ -547,6 +567,7 @@ else:
 # inside the kernel, the simplest debugger there is. In the interpreter it prints like Python; on
 # a GPU use `tl.device_print`, which prints from every thread.
 
+
 # %%
 @triton.jit
 def block_max_kernel(X, Out, N, BLOCK: tl.constexpr, DEBUG: tl.constexpr):
@@ -573,6 +594,7 @@ else:
 # **1. An unmasked load past the end reads whatever lies there.** No error, on the GPU or in the
 # interpreter. Below, the input is the first 10 elements of a 16-element buffer filled with 999;
 # a load of 16 without a mask happily returns the neighbours' 999s. Always mask the ragged edge.
+
 
 # %%
 @triton.jit
@@ -609,6 +631,7 @@ except ValueError as err:
 # **3. bfloat16 `tl.dot` is wrong in the interpreter** (Triton issue #11584): it returns garbage
 # with no error, while the GPU gets it right. Without a GPU, test in float16 and float32; the
 # launcher refuses bfloat16 in the interpreter.
+
 
 # %%
 @triton.jit
@@ -704,10 +727,18 @@ LOG2E = 1.0 / math.log(2.0)  # e**x == 2**(x * LOG2E)
 
 @triton.jit
 def _attention_kernel(
-    Q, K, V, Out,  # pointers to contiguous (B*nh, T|S, HS) tensors
-    T, S, qk_scale,  # query and key counts; log2(e) / sqrt(HS)
-    HS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    CAUSAL: tl.constexpr, EVEN_S: tl.constexpr,
+    Q,
+    K,
+    V,
+    Out,  # pointers to contiguous (B*nh, T|S, HS) tensors
+    T,
+    S,
+    qk_scale,  # query and key counts; log2(e) / sqrt(HS)
+    HS: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    EVEN_S: tl.constexpr,
 ):
     start_m = tl.program_id(0)  # which block of queries
     z = tl.program_id(1).to(tl.int64)  # which (batch, head); int64 offsets for big tensors
@@ -737,7 +768,9 @@ def _attention_kernel(
         # scores qk (BLOCK_M, BLOCK_N) in log2 units; mask padded columns and, if CAUSAL, the
         # future; then update m_i, l_i and acc
         ### BEGIN SOLUTION
-        qk = tl.dot(q, tl.trans(k)) * qk_scale  # (BLOCK_M, HS) @ (HS, BLOCK_N) -> (BLOCK_M, BLOCK_N)
+        qk = (
+            tl.dot(q, tl.trans(k)) * qk_scale
+        )  # (BLOCK_M, HS) @ (HS, BLOCK_N) -> (BLOCK_M, BLOCK_N)
         if CAUSAL or not EVEN_S:
             allowed = cols[None, :] < S  # (1, BLOCK_N): padded columns are not keys
             if CAUSAL:
@@ -788,10 +821,20 @@ def triton_attention(
     out = torch.empty_like(q3)  # (B*nh, T, hs)
     grid = (triton.cdiv(T, config["BLOCK_M"]), B * nh)
     _attention_kernel[grid](
-        q3, k3, v3, out, T, S, LOG2E / math.sqrt(hs),
-        HS=hs, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
-        CAUSAL=causal, EVEN_S=S % config["BLOCK_N"] == 0,
-        num_warps=config["num_warps"], num_stages=config["num_stages"],
+        q3,
+        k3,
+        v3,
+        out,
+        T,
+        S,
+        LOG2E / math.sqrt(hs),
+        HS=hs,
+        BLOCK_M=config["BLOCK_M"],
+        BLOCK_N=config["BLOCK_N"],
+        CAUSAL=causal,
+        EVEN_S=S % config["BLOCK_N"] == 0,
+        num_warps=config["num_warps"],
+        num_stages=config["num_stages"],
     )
     return out.reshape(B, nh, T, hs)  # (B*nh, T, hs) -> (B, nh, T, hs)
 
@@ -854,12 +897,19 @@ print(inspect.getsource(nb06_gpu_timing.cuda_time_ms))
 if not HAS_CUDA or not triton_support.AVAILABLE or AUTOGRADING:
     print("Skipped: this section needs a CUDA GPU with Triton (and does not run while grading).")
 else:
-    methods = {"triton (yours)": triton_attention, "sdpa": nb06_gpu_timing.sdpa(),
-               "naive": nb06_gpu_timing.naive_attention}
-    rows = nb06_gpu_timing.measure(methods, [512, 1024, 2048, 4096, 8192], hs=64, echo=lambda line: None)
+    methods = {
+        "triton (yours)": triton_attention,
+        "sdpa": nb06_gpu_timing.sdpa(),
+        "naive": nb06_gpu_timing.naive_attention,
+    }
+    rows = nb06_gpu_timing.measure(
+        methods, [512, 1024, 2048, 4096, 8192], hs=64, echo=lambda line: None
+    )
     for row in rows:
-        print(f"{row['method']:<15} T={row['T']:<5} {row['tflops']!s:>7} TFLOP/s  "
-              f"{row['peak_mib']!s:>9} MiB  {row['note']}")
+        print(
+            f"{row['method']:<15} T={row['T']:<5} {row['tflops']!s:>7} TFLOP/s  "
+            f"{row['peak_mib']!s:>9} MiB  {row['note']}"
+        )
     nb06_gpu_timing.plot(rows, f"{torch.cuda.get_device_name()}, fp16, hs=64")
     plt.show()
 

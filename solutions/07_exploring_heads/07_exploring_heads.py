@@ -145,8 +145,10 @@ for tokens, scored in zip(demo.inputs, demo.scored, strict=True):
 model = load_checkpoint()
 meta = load_metadata()
 print("config:", meta["config"])
-print(f"seed {meta['seed']}, {meta['steps']} steps of {meta['batch_size']} sequences, "
-      f"{meta['train_cpu_seconds']:.0f} s of CPU time")
+print(
+    f"seed {meta['seed']}, {meta['steps']} steps of {meta['batch_size']} sequences, "
+    f"{meta['train_cpu_seconds']:.0f} s of CPU time"
+)
 print("held-out accuracy (stored):", meta["eval"])
 now = evaluate(model, evaluation_batch(**meta["eval_set"]))
 print("held-out accuracy (now):   ", {k: round(v, 4) for k, v in now.items()})
@@ -163,10 +165,10 @@ print("held-out accuracy (now):   ", {k: round(v, 4) for k, v in now.items()})
 # %%
 if not QUICK:
     quick = train(steps=400, eval_every=100)
-    print({k: round(v, 3) for k, v in quick.evals[-1].items()},
-          f"in {quick.seconds:.0f} s")
-    plots.plot_loss_curves({"training loss (all positions)": quick.losses}, logy=False,
-                           title="400 steps from scratch")
+    print({k: round(v, 3) for k, v in quick.evals[-1].items()}, f"in {quick.seconds:.0f} s")
+    plots.plot_loss_curves(
+        {"training loss (all positions)": quick.losses}, logy=False, title="400 steps from scratch"
+    )
     plt.show()
 
 # %% [markdown]
@@ -227,6 +229,7 @@ plt.show()
 # computes $-p \ln p$ with the convention built in; `torch.xlogy(p, p)` computes $p \ln p$ the same
 # way; or replace the terms where `p == 0` with `torch.where`.
 # </details>
+
 
 # %% nbgrader={"grade": false, "grade_id": "head_entropy", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def head_entropy(weights: torch.Tensor) -> torch.Tensor:
@@ -294,6 +297,7 @@ check_head_entropy_zero_weights(head_entropy, seed=1, thorough=True)
 # The diagonal with `offset=-1` has exactly `T - 1` entries, one per query `1 … T-1`, so its mean
 # is the score. Dividing by `T` would count query 0 as a zero.
 # </details>
+
 
 # %% nbgrader={"grade": false, "grade_id": "previous_token_score", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def previous_token_score(weights: torch.Tensor) -> torch.Tensor:
@@ -383,8 +387,9 @@ print("head  " + "".join(f"{kind:>22}" for kind in kinds))
 for layer in range(model.n_layers):
     for head in range(model.num_heads):
         w = probe_weights[layer][:, head]  # (B, T, T)
-        cells = "".join(f"{w[..., 0][m].mean():>12.2f} | {w[..., 1][m].mean():<7.2f}"
-                        for m in kinds.values())
+        cells = "".join(
+            f"{w[..., 0][m].mean():>12.2f} | {w[..., 1][m].mean():<7.2f}" for m in kinds.values()
+        )
         print(f"L{layer}H{head}{cells}")
 
 # %% [markdown]
@@ -426,8 +431,10 @@ MultiHeadAttention = TorchMultiHeadAttention  # paste your notebook 02 class her
 mine = swap_attention(model, MultiHeadAttention)
 with torch.no_grad():
     difference = (mine(probe.inputs)[0] - model(probe.inputs)[0]).abs().max().item()
-print(f"attention module: {type(mine.blocks[0].attn).__name__}; "
-      f"largest logit difference from the committed model: {difference:.2e}")
+print(
+    f"attention module: {type(mine.blocks[0].attn).__name__}; "
+    f"largest logit difference from the committed model: {difference:.2e}"
+)
 
 # %%
 if not AUTOGRADING:
@@ -494,6 +501,7 @@ if not AUTOGRADING:
 # `was_training = model.training` before `model.eval()`; `model.train(was_training)` at the end.
 # </details>
 
+
 # %% nbgrader={"grade": false, "grade_id": "head_importance", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def head_importance(model, batch) -> torch.Tensor:
     """Loss increase when each head alone is removed (Michel et al., 2019).
@@ -547,8 +555,10 @@ nb07_head_plots.plot_head_grid(importance, "loss increase when the head alone is
 plt.show()
 for rank, flat in enumerate(importance.flatten().argsort(descending=True).tolist()):
     layer, head = divmod(flat, model.num_heads)
-    print(f"{rank + 1}. L{layer}H{head}: +{importance[layer, head]:.3f} nats   "
-          f"({nb07_head_stats.describe_head(table, layer, head)})")
+    print(
+        f"{rank + 1}. L{layer}H{head}: +{importance[layer, head]:.3f} nats   "
+        f"({nb07_head_stats.describe_head(table, layer, head)})"
+    )
 
 # %% [markdown]
 # One head dwarfs the others: removing the previous-token head L0H1 adds about 2.6 nats to the
@@ -573,8 +583,11 @@ if not QUICK:
         estimate += grad.abs() / grad_batch.inputs.shape[0]
     for name, values in (("exact (ablation)", importance), ("mean |dL/d gate|", estimate)):
         top = divmod(int(values.argmax()), model.num_heads)
-        print(f"{name:>17}: " + " ".join(f"{v:6.3f}" for v in values.flatten().tolist())
-              + f"   largest: L{top[0]}H{top[1]}")
+        print(
+            f"{name:>17}: "
+            + " ".join(f"{v:6.3f}" for v in values.flatten().tolist())
+            + f"   largest: L{top[0]}H{top[1]}"
+        )
 
 # %% [markdown]
 # On this model the estimate fails. All eight gradients are small and nearly equal, and the
@@ -672,9 +685,11 @@ print(" nh   hs  accuracy  recall   loss  filler loss  accuracy >= 0.95 at step 
 for nh, run in sweep["runs"].items():
     final = run["final"]
     reached = next((e["step"] for e in run["history"] if e["accuracy"] >= 0.95), "never")
-    print(f"{nh:>3} {run['head_size']:>4} {final['accuracy']:9.3f} {final['recall_accuracy']:7.3f} "
-          f"{final['loss']:6.3f} {final['filler_loss']:12.3f} {reached!s:>25} "
-          f"{run['cpu_seconds']:12.0f}")
+    print(
+        f"{nh:>3} {run['head_size']:>4} {final['accuracy']:9.3f} {final['recall_accuracy']:7.3f} "
+        f"{final['loss']:6.3f} {final['filler_loss']:12.3f} {reached!s:>25} "
+        f"{run['cpu_seconds']:12.0f}"
+    )
 
 # %% [markdown]
 # What the sweep shows. Each setting was trained once, with one seed, so treat differences of a

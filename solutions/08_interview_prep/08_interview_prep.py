@@ -221,8 +221,10 @@ if answer_kv_bytes_per_token is None or answer_attention_matrix_bytes is None:
     print("Set both answers above first.")
 else:
     print(f"KV cache of 4,096 tokens: {answer_kv_bytes_per_token * 4096 / 1e9:.2f} GB per sequence")
-    print(f"attention weights: {answer_attention_matrix_bytes / 1e6:.0f} MB at T = 1024, "
-          f"{answer_attention_matrix_bytes * 16 / 1e9:.1f} GB at T = 4096")
+    print(
+        f"attention weights: {answer_attention_matrix_bytes / 1e6:.0f} MB at T = 1024, "
+        f"{answer_attention_matrix_bytes * 16 / 1e9:.1f} GB at T = 4096"
+    )
 
 # %% [markdown]
 # ### 1.4 · Compute: FLOPs and matrix products
@@ -572,6 +574,7 @@ check_choice("pushback", answer_pushback)
 # projections, `forward(query, key=None, value=None, mask=None) -> (out, weights)`, and a boolean
 # mask with **True = may attend**. Two lines are wrong.
 
+
 # %% nbgrader={"grade": false, "grade_id": "given_buggy_mha", "locked": true, "schema_version": 3, "solution": false, "task": false}
 class BuggyMultiHeadAttention(nn.Module):
     """Meant to equal nn.MultiheadAttention (batch first); mask True = may attend. Two bugs."""
@@ -595,7 +598,9 @@ class BuggyMultiHeadAttention(nn.Module):
         q = self.q_proj(query).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
         k = self.k_proj(key).view(B, S, nh, hs).transpose(1, 2)  # (B, nh, S, hs)
         v = self.v_proj(value).view(B, S, nh, hs).transpose(1, 2)  # (B, nh, S, hs)
-        scores = q @ k.transpose(-2, -1) * self.scale  # (B, nh, T, hs) @ (B, nh, hs, S) -> (B, nh, T, S)
+        scores = (
+            q @ k.transpose(-2, -1) * self.scale
+        )  # (B, nh, T, hs) @ (B, nh, hs, S) -> (B, nh, T, S)
         if mask is not None:
             scores = scores.masked_fill(mask, float("-inf"))  # (B, nh, T, S)
         weights = torch.softmax(scores, dim=-1)  # (B, nh, T, S)
@@ -611,19 +616,25 @@ B, T, C, nh = 2, 5, 16, 4
 buggy = BuggyMultiHeadAttention(C, nh)
 reference = nn.MultiheadAttention(C, nh, batch_first=True)
 with torch.no_grad():  # give PyTorch's module the same weights
-    reference.in_proj_weight.copy_(torch.cat([buggy.q_proj.weight, buggy.k_proj.weight,
-                                              buggy.v_proj.weight]))  # (3C, C)
-    reference.in_proj_bias.copy_(torch.cat([buggy.q_proj.bias, buggy.k_proj.bias,
-                                            buggy.v_proj.bias]))  # (3C,)
+    reference.in_proj_weight.copy_(
+        torch.cat([buggy.q_proj.weight, buggy.k_proj.weight, buggy.v_proj.weight])
+    )  # (3C, C)
+    reference.in_proj_bias.copy_(
+        torch.cat([buggy.q_proj.bias, buggy.k_proj.bias, buggy.v_proj.bias])
+    )  # (3C,)
     reference.out_proj.load_state_dict(buggy.out_proj.state_dict())
 x = torch.randn(B, T, C)  # (B, T, C)
 causal = torch.ones(T, T, dtype=torch.bool).tril()  # (T, S), True = may attend
 with torch.no_grad():
     out, weights = buggy(x)
     expected, expected_weights = reference(x, x, x, average_attn_weights=False)
-    print("no mask, largest difference from nn.MultiheadAttention:",
-          (out - expected).abs().max().item())
-    print("largest weight, yours vs PyTorch's:", weights.max().item(), expected_weights.max().item())
+    print(
+        "no mask, largest difference from nn.MultiheadAttention:",
+        (out - expected).abs().max().item(),
+    )
+    print(
+        "largest weight, yours vs PyTorch's:", weights.max().item(), expected_weights.max().item()
+    )
     _, masked_weights = buggy(x, mask=causal)
     print("with a causal mask, the weights of query 1 in head 0:", masked_weights[0, 0, 1])
 
@@ -645,6 +656,7 @@ with torch.no_grad():
 # Here those vectors are one head's queries and keys. And `nn.MultiheadAttention`'s `attn_mask`
 # says which keys are *blocked*; this course's mask says which are *allowed*.
 # </details>
+
 
 # %% nbgrader={"grade": false, "grade_id": "fixed_mha", "locked": false, "schema_version": 3, "solution": true, "task": false}
 class MultiHeadAttention(nn.Module):
@@ -676,7 +688,9 @@ class MultiHeadAttention(nn.Module):
         q = self.q_proj(query).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
         k = self.k_proj(key).view(B, S, nh, hs).transpose(1, 2)  # (B, nh, S, hs)
         v = self.v_proj(value).view(B, S, nh, hs).transpose(1, 2)  # (B, nh, S, hs)
-        scores = q @ k.transpose(-2, -1) * self.scale  # (B, nh, T, hs) @ (B, nh, hs, S) -> (B, nh, T, S)
+        scores = (
+            q @ k.transpose(-2, -1) * self.scale
+        )  # (B, nh, T, hs) @ (B, nh, hs, S) -> (B, nh, T, S)
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))  # True = may attend
         weights = torch.softmax(scores, dim=-1)  # (B, nh, T, S)
@@ -709,6 +723,7 @@ check_mha_mask(MultiHeadAttention, seed=1, thorough=True)
 # This function builds the mask of a padded, causal batch: `lengths[b]` real tokens in row `b`,
 # padding after them. The mask is meant for multi-head attention, whose scores are
 # `(B, nh, T, S)`.
+
 
 # %% nbgrader={"grade": false, "grade_id": "given_buggy_attention_mask", "locked": true, "schema_version": 3, "solution": false, "task": false}
 def buggy_attention_mask(lengths, max_len, causal=True):
@@ -754,6 +769,7 @@ except RuntimeError as err:
 # in the position that lines up with `nh` in `(B, nh, T, S)`.
 # </details>
 
+
 # %% nbgrader={"grade": false, "grade_id": "fixed_attention_mask", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def attention_mask(lengths, max_len, causal=True):
     """``(B, 1, T, S)`` bool with T = S = ``max_len``: key ``j`` of sequence ``b`` may be read by
@@ -792,6 +808,7 @@ check_attention_mask_padding_invariance(attention_mask, seed=1, thorough=True)
 # the earlier ones, and returns `(out, (k, v))` with the cache extended. Query head `i` reads
 # key/value head `i // n_rep`. Decoding piece by piece with the cache must equal one full causal
 # pass. Two things are wrong.
+
 
 # %% nbgrader={"grade": false, "grade_id": "given_buggy_gqa", "locked": true, "schema_version": 3, "solution": false, "task": false}
 class BuggyGroupedQueryAttention(nn.Module):
@@ -833,8 +850,10 @@ with torch.no_grad():
         out, past = gqa(x[:, t : t + 1], past_kv=past)
         steps.append(out)
 print("cache after the full pass:", tuple(k_full.shape), "(B, heads, S, hs)")
-print("token by token vs full pass, largest difference per position:",
-      [round(d, 3) for d in (torch.cat(steps, 1) - full).abs().amax(dim=(0, 2)).tolist()])
+print(
+    "token by token vs full pass, largest difference per position:",
+    [round(d, 3) for d in (torch.cat(steps, 1) - full).abs().amax(dim=(0, 2)).tolist()],
+)
 
 # %% [markdown]
 # Write `GroupedQueryAttention` without the bugs: the same interface, the cache holds
@@ -853,6 +872,7 @@ print("token by token vs full pass, largest difference per position:",
 # `is_causal=True` assumes about where the queries sit (notebook 03 §2 and notebook 04 §3), and
 # build the mask yourself.
 # </details>
+
 
 # %% nbgrader={"grade": false, "grade_id": "fixed_gqa", "locked": false, "schema_version": 3, "solution": true, "task": false}
 class GroupedQueryAttention(nn.Module):

@@ -87,8 +87,12 @@ def softmax_float64(x, dim=-1):
 SOFTMAX_MISTAKES = [
     Mistake("ignores dim", softmax_ignores_dim, checks.check_softmax_values, "ignores `dim`"),
     # The stability check must not contradict the values check's diagnosis (issue 16).
-    Mistake("dim=-2 (stable)", softmax_fixed_dim_minus_2, checks.check_softmax_stable,
-            "normalised along dim 0: use `dim` in every reduction"),
+    Mistake(
+        "dim=-2 (stable)",
+        softmax_fixed_dim_minus_2,
+        checks.check_softmax_stable,
+        "normalised along dim 0: use `dim` in every reduction",
+    ),
     Mistake("sum without keepdim", softmax_no_keepdim, checks.check_softmax_values, "keepdim=True"),
     Mistake(
         "sum over whole tensor", softmax_whole_sum, checks.check_softmax_values, "whole tensor"

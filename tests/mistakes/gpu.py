@@ -239,8 +239,11 @@ MISTAKES_GET_DEVICE = [
     Mistake(
         "mps before cuda",
         lambda: torch.device(
-            "mps" if torch.backends.mps.is_available()
-            else "cuda" if torch.cuda.is_available() else "cpu"
+            "mps"
+            if torch.backends.mps.is_available()
+            else "cuda"
+            if torch.cuda.is_available()
+            else "cpu"
         ),
         checks.check_get_device,
         "cuda.is_available() first",

@@ -36,16 +36,29 @@ VARIANTS = {
 
 
 @triton.jit
-def _kernel(Q, K, V, Out, T, S, qk_scale, HS: tl.constexpr, BLOCK_M: tl.constexpr,
-            BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, EVEN_S: tl.constexpr,
-            VARIANT: tl.constexpr):
+def _kernel(
+    Q,
+    K,
+    V,
+    Out,
+    T,
+    S,
+    qk_scale,
+    HS: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    EVEN_S: tl.constexpr,
+    VARIANT: tl.constexpr,
+):
     start_m = tl.program_id(0)
     z = tl.program_id(1).to(tl.int64)
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,)
     offs_n = tl.arange(0, BLOCK_N)  # (BLOCK_N,)
     offs_d = tl.arange(0, HS)  # (HS,)
-    q = tl.load(Q + z * T * HS + offs_m[:, None] * HS + offs_d[None, :],
-                mask=offs_m[:, None] < T, other=0.0)  # (BLOCK_M, HS)
+    q = tl.load(
+        Q + z * T * HS + offs_m[:, None] * HS + offs_d[None, :], mask=offs_m[:, None] < T, other=0.0
+    )  # (BLOCK_M, HS)
     k_ptrs = K + z * S * HS + offs_n[:, None] * HS + offs_d[None, :]  # (BLOCK_N, HS)
     v_ptrs = V + z * S * HS + offs_n[:, None] * HS + offs_d[None, :]  # (BLOCK_N, HS)
     neg = -1.0e30 if VARIANT == 3 else float("-inf")
@@ -96,8 +109,11 @@ def _kernel(Q, K, V, Out, T, S, qk_scale, HS: tl.constexpr, BLOCK_M: tl.constexp
         out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
     if VARIANT == 3 and CAUSAL:  # a finite mask value leaves rows with no key non-zero
         out = tl.where(offs_m[:, None] + S - T >= 0, out, 0.0)
-    tl.store(Out + z * T * HS + offs_m[:, None] * HS + offs_d[None, :],
-             out.to(Out.dtype.element_ty), mask=offs_m[:, None] < T)
+    tl.store(
+        Out + z * T * HS + offs_m[:, None] * HS + offs_d[None, :],
+        out.to(Out.dtype.element_ty),
+        mask=offs_m[:, None] < T,
+    )
 
 
 def triton_variant(q, k, v, causal=False, config=None, *, variant: int = 0):
@@ -109,10 +125,23 @@ def triton_variant(q, k, v, causal=False, config=None, *, variant: int = 0):
     q3, k3, v3 = (t.reshape(B * nh, -1, hs).contiguous() for t in (q, k, v))  # (B*nh, T|S, hs)
     out = torch.empty_like(q3)  # (B*nh, T, hs)
     grid = (triton.cdiv(T, config["BLOCK_M"]), B * nh)
-    _kernel[grid](q3, k3, v3, out, T, S, 1.4426950408889634 / math.sqrt(hs), HS=hs,
-                  BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], CAUSAL=causal,
-                  EVEN_S=S % config["BLOCK_N"] == 0, VARIANT=variant,
-                  num_warps=config["num_warps"], num_stages=config["num_stages"])
+    _kernel[grid](
+        q3,
+        k3,
+        v3,
+        out,
+        T,
+        S,
+        1.4426950408889634 / math.sqrt(hs),
+        HS=hs,
+        BLOCK_M=config["BLOCK_M"],
+        BLOCK_N=config["BLOCK_N"],
+        CAUSAL=causal,
+        EVEN_S=S % config["BLOCK_N"] == 0,
+        VARIANT=variant,
+        num_warps=config["num_warps"],
+        num_stages=config["num_stages"],
+    )
     return out.reshape(B, nh, T, hs)  # (B, nh, T, hs)
 
 
@@ -125,26 +154,45 @@ def triton_stub(q, k, v, causal=False):
     raise triton.runtime.errors.InterpreterError(repr(NotImplementedError()))
 
 
-CORRECT_TRITON = {name: _variant(name) for name in
-                  ("correct", "always masked", "natural exp", "finite mask value")}
+CORRECT_TRITON = {
+    name: _variant(name)
+    for name in ("correct", "always masked", "natural exp", "finite mask value")
+}
 
 MISTAKES_TRITON = [
     Mistake("stub", triton_stub, checks.check_triton_values, "not implemented yet"),
     Mistake("no rescale", _variant("no rescale"), checks.check_triton_values, "does not rescale"),
-    Mistake("no division", _variant("no division"), checks.check_triton_values,
-            "without the division"),
-    Mistake("exp instead of exp2", _variant("exp instead of exp2"), checks.check_triton_values,
-            "log2(e)"),
-    Mistake("no column mask", _variant("no column mask"), checks.check_triton_values,
-            "multiple of BLOCK_N"),
+    Mistake(
+        "no division", _variant("no division"), checks.check_triton_values, "without the division"
+    ),
+    Mistake(
+        "exp instead of exp2",
+        _variant("exp instead of exp2"),
+        checks.check_triton_values,
+        "log2(e)",
+    ),
+    Mistake(
+        "no column mask",
+        _variant("no column mask"),
+        checks.check_triton_values,
+        "multiple of BLOCK_N",
+    ),
     Mistake("no qk_scale", _variant("no qk_scale"), checks.check_triton_values, "qk_scale"),
-    Mistake("causal excludes diagonal", _variant("causal excludes diagonal"),
-            checks.check_triton_causal, "excludes the diagonal"),
+    Mistake(
+        "causal excludes diagonal",
+        _variant("causal excludes diagonal"),
+        checks.check_triton_causal,
+        "excludes the diagonal",
+    ),
     Mistake("causal ignored", _variant("causal ignored"), checks.check_triton_causal, "ignored"),
 ]
 
 # caught only by the hidden (thorough) tests: causal with S < T
 MISTAKES_TRITON_THOROUGH = [
-    Mistake("no guard for empty rows", _variant("no guard for empty rows"),
-            checks.check_triton_causal, "attend to no key"),
+    Mistake(
+        "no guard for empty rows",
+        _variant("no guard for empty rows"),
+        checks.check_triton_causal,
+        "attend to no key",
+    ),
 ]

@@ -361,8 +361,12 @@ def importance_train_mode(model, batch):
         base = model.loss(batch)
         for layer in range(model.n_layers):
             for head in range(model.num_heads):
-                out[layer, head] = model.loss(batch, head_mask=_one_off(
-                    model.n_layers, model.num_heads, layer, head)) - base
+                out[layer, head] = (
+                    model.loss(
+                        batch, head_mask=_one_off(model.n_layers, model.num_heads, layer, head)
+                    )
+                    - base
+                )
     return out
 
 
@@ -404,7 +408,7 @@ def importance_edit_weights_no_restore(model, batch):
             for head in range(model.num_heads):
                 weight = block.attn.out_proj.weight
                 saved = weight.clone()
-                weight[:, head * hs:(head + 1) * hs] = 0.0
+                weight[:, head * hs : (head + 1) * hs] = 0.0
                 out[layer, head] = model.loss(batch) - base
                 weight.copy_(saved * 1.0001)  # "restored", but not exactly
     model.train(was_training)
@@ -452,30 +456,55 @@ MISTAKES = [
     Mistake("importance: stub", stub, IV, "not implemented yet"),
     Mistake("importance: stub (side effects)", stub, IS, "not implemented yet"),
     Mistake("importance: sign flipped", _importance_with(_one_off, sign=-1.0), IV, "wrong sign"),
-    Mistake("importance: no baseline", _importance_with(_one_off, subtract_base=False), IV,
-            "subtract the loss of the unchanged model"),
+    Mistake(
+        "importance: no baseline",
+        _importance_with(_one_off, subtract_base=False),
+        IV,
+        "subtract the loss of the unchanged model",
+    ),
     Mistake("importance: ratio", _importance_with(_one_off, ratio=True), IV, "divides the losses"),
     Mistake("importance: all heads removed", _importance_with(_all_off), IV, "every head removed"),
     Mistake("importance: only one head kept", _importance_with(_only_on), IV, "keeps only one"),
     Mistake("importance: mask never reset", importance_cumulative, IV, "never resets the mask"),
     Mistake("importance: whole layer removed", _importance_with(_layer_off), IV, "whole layer"),
-    Mistake("importance: head removed in every layer", _importance_with(_column_off), IV,
-            "in every layer"),
+    Mistake(
+        "importance: head removed in every layer",
+        _importance_with(_column_off),
+        IV,
+        "in every layer",
+    ),
     Mistake("importance: transposed", importance_transposed, IV, "transposed"),
     Mistake("importance: flat", importance_flat, IV, "reshape it to (n_layers, nh)"),
     Mistake("importance: gradient proxy", importance_gradient, IV, "gradient estimate"),
     Mistake("importance: head left masked", importance_leaves_head_masked, IS, "still masked"),
-    Mistake("importance: eval mode not restored", importance_eval_not_restored, IS,
-            "changed the model's mode"),
-    Mistake("importance: always back to train mode", importance_always_train_after, IS,
-            "changed the model's mode"),
+    Mistake(
+        "importance: eval mode not restored",
+        importance_eval_not_restored,
+        IS,
+        "changed the model's mode",
+    ),
+    Mistake(
+        "importance: always back to train mode",
+        importance_always_train_after,
+        IS,
+        "changed the model's mode",
+    ),
     Mistake("importance: dropout left on", importance_train_mode, IS, "training mode with dropout"),
     Mistake("importance: tracks gradients", importance_with_grad, IS, "tracks gradients"),
-    Mistake("importance: set_grad_enabled(False)", importance_grad_switched_off, IS,
-            "switched gradients off"),
+    Mistake(
+        "importance: set_grad_enabled(False)",
+        importance_grad_switched_off,
+        IS,
+        "switched gradients off",
+    ),
     Mistake("importance: gradients left in .grad", importance_gradient, IS, "left gradients"),
-    Mistake("importance: weights edited", importance_edit_weights_no_restore, IS,
-            "changed the model's weights"),
-    Mistake("importance: parameters frozen", importance_freezes_parameters, IS,
-            "changed requires_grad"),
+    Mistake(
+        "importance: weights edited",
+        importance_edit_weights_no_restore,
+        IS,
+        "changed the model's weights",
+    ),
+    Mistake(
+        "importance: parameters frozen", importance_freezes_parameters, IS, "changed requires_grad"
+    ),
 ]

@@ -364,22 +364,40 @@ MISTAKES = [
     Mistake("mha_scale_removed", MHAScaleRemoved, check_mha_matches_torch, "not scaled"),
     Mistake("mha_nan_rows", MHANanRows, check_mha_mask, "gave NaN"),
     Mistake("attention_mask_stub", stub, check_attention_mask_values, "not implemented yet"),
-    Mistake("attention_mask_as_given", attention_mask_as_given, check_attention_mask_values,
-            "head dimension is missing"),
-    Mistake("attention_mask_as_given_padding", attention_mask_as_given,
-            check_attention_mask_padding_invariance, "head dimension is missing"),
-    Mistake("attention_mask_head_last", attention_mask_head_last, check_attention_mask_values,
-            "head dimension must be dim 1"),
-    Mistake("attention_mask_head_first", attention_mask_head_first,
-            check_attention_mask_padding_invariance, "head dimension must be dim 1"),
+    Mistake(
+        "attention_mask_as_given",
+        attention_mask_as_given,
+        check_attention_mask_values,
+        "head dimension is missing",
+    ),
+    Mistake(
+        "attention_mask_as_given_padding",
+        attention_mask_as_given,
+        check_attention_mask_padding_invariance,
+        "head dimension is missing",
+    ),
+    Mistake(
+        "attention_mask_head_last",
+        attention_mask_head_last,
+        check_attention_mask_values,
+        "head dimension must be dim 1",
+    ),
+    Mistake(
+        "attention_mask_head_first",
+        attention_mask_head_first,
+        check_attention_mask_padding_invariance,
+        "head dimension must be dim 1",
+    ),
     Mistake("gqa_stub", stub, check_gqa_kv_cache, "not implemented yet"),
     Mistake("gqa_as_given", GQAAsGiven, check_gqa_kv_cache, "holds all"),
     Mistake("gqa_as_given_decoding", GQAAsGiven, check_gqa_decoding, "holds all"),
     Mistake("gqa_cache_fixed", GQACacheFixed, check_gqa_decoding, "aligned top-left"),
     Mistake("gqa_mask_fixed", GQAMaskFixed, check_gqa_kv_cache, "holds all"),
-    Mistake("gqa_no_mask_with_cache", GQANoMaskWithCache, check_gqa_decoding,
-            "still need a causal mask"),
+    Mistake(
+        "gqa_no_mask_with_cache", GQANoMaskWithCache, check_gqa_decoding, "still need a causal mask"
+    ),
 ]
+
 
 def attention_mask_fixed(lengths, max_len, causal=True):
     return attention_mask_as_given(lengths, max_len, causal)[:, None]  # (B, 1, T, S)
