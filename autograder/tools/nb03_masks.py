@@ -18,7 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
-from autograder.tools.plots import to_numpy
+from autograder.tools.plots import label_grid, to_numpy, write_cells
 from autograder.tools.widgets import live_figure
 
 _MASK_COLOURS = ListedColormap(["#eeeeee", "#4c9f70"])  # False: light grey, True: green
@@ -64,25 +64,9 @@ def plot_mask(
     if ax is None:
         _, ax = plt.subplots(figsize=(0.42 * S + 1.6, 0.42 * T + 1.2))
     ax.imshow(m > 0, cmap=_MASK_COLOURS, vmin=0, vmax=1)
-    ax.set_xticks(range(S), key_labels if key_labels is not None else range(S), rotation=45)
-    ax.set_yticks(range(T), query_labels if query_labels is not None else range(T))
-    ax.set_xlabel("key")
-    ax.set_ylabel("query")
-    if annotate is None:
-        annotate = T * S <= 400
-    if annotate:
-        for t in range(T):
-            for s in range(S):
-                allowed = m[t, s] > 0
-                ax.text(
-                    s,
-                    t,
-                    "T" if allowed else "F",
-                    ha="center",
-                    va="center",
-                    fontsize=7,
-                    color="white" if allowed else "#999999",
-                )
+    label_grid(ax, T, S, query_labels, key_labels, "query", "key")
+    if annotate if annotate is not None else T * S <= 400:
+        write_cells(ax, m > 0, lambda v: "T" if v else "F", lambda v: "white" if v else "#999999")
     if title:
         ax.set_title(title, fontsize=9)
     return ax

@@ -32,6 +32,21 @@ def _new_ax(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
     return ax
 
 
+def label_grid(ax: Axes, T: int, S: int, query_labels, key_labels, ylabel: str, xlabel: str):
+    """Tick labels (positions by default) and axis names of a ``(T, S)`` query-by-key grid."""
+    ax.set_xticks(range(S), key_labels if key_labels is not None else range(S), rotation=45)
+    ax.set_yticks(range(T), query_labels if query_labels is not None else range(T))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+
+
+def write_cells(ax: Axes, values, text: Callable, colour: Callable) -> None:
+    """Write ``text(v)`` in ``colour(v)`` at the centre of each cell of a 2-D array."""
+    for t, row in enumerate(values):
+        for s, v in enumerate(row):
+            ax.text(s, t, text(v), ha="center", va="center", fontsize=7, color=colour(v))
+
+
 def attention_heatmap(
     weights,
     query_labels: Sequence[str] | None = None,
@@ -52,17 +67,9 @@ def attention_heatmap(
     T, S = w.shape
     ax = _new_ax(ax, (0.5 * S + 2.0, 0.45 * T + 1.5))
     image = ax.imshow(w, cmap="Blues", vmin=0.0, vmax=1.0)
-    ax.set_xticks(range(S), key_labels if key_labels is not None else range(S), rotation=45)
-    ax.set_yticks(range(T), query_labels if query_labels is not None else range(T))
-    ax.set_xlabel("key (attended to)")
-    ax.set_ylabel("query (attending)")
-    if annotate is None:
-        annotate = T * S <= 100
-    if annotate:
-        for t in range(T):
-            for s in range(S):
-                colour = "white" if w[t, s] > 0.6 else "black"
-                ax.text(s, t, f"{w[t, s]:.2f}", ha="center", va="center", fontsize=7, color=colour)
+    label_grid(ax, T, S, query_labels, key_labels, "query (attending)", "key (attended to)")
+    if annotate if annotate is not None else T * S <= 100:
+        write_cells(ax, w, lambda v: f"{v:.2f}", lambda v: "white" if v > 0.6 else "black")
     if title:
         ax.set_title(title)
     ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
