@@ -896,22 +896,12 @@ def replay_cell(source: str, recording: str | None) -> Verdict:
         for item, rec in zip(statements, recorded, strict=True):
             _replay_statement(item, rec)
     except CheckFailure as err:
-        _debug()
         return Verdict("refuted", str(err))
     except ReplayError as err:
-        _debug()
         return Verdict("refuted", f"the re-run did not match: {err}")
     except (ValueError, KeyError, TypeError, IndexError, RecursionError, AttributeError) as err:
         return Verdict("refuted", f"the recording is malformed ({type(err).__name__})")
     return Verdict("verified")
-
-
-def _debug() -> None:
-    import os
-    import traceback
-
-    if os.environ.get("MHA_REPLAY_DEBUG"):
-        traceback.print_exc()
 
 
 def _replay_statement(item: CheckCall, rec: Any) -> None:
