@@ -1,7 +1,8 @@
 """PyTorch helpers that the checks and the learner tools both use (neither imports the other's).
 
 - :func:`one_thread`: PyTorch on one CPU thread, as a ``with`` block or a decorator;
-- :func:`record_torch_calls`: which torch functions and ATen operators a piece of code ran.
+- :func:`record_torch_calls`: which torch functions and ATen operators a piece of code ran;
+- :func:`note_claimed_calls`: torch functions that learner code run in the kernel reported.
 """
 
 from __future__ import annotations
@@ -78,5 +79,23 @@ class _OpRecorder(TorchDispatchMode):
 def record_torch_calls() -> Iterator[set[str]]:
     """Collect the torch functions (``torch.softmax``) and ATen ops (``aten::_softmax``) called."""
     names: set[str] = set()
-    with _FunctionRecorder(names), _OpRecorder(names):
-        yield names
+    _LISTENING.append(names)
+    try:
+        with _FunctionRecorder(names), _OpRecorder(names):
+            yield names
+    finally:
+        _LISTENING.remove(names)
+
+
+_LISTENING: list[set[str]] = []
+
+
+def note_claimed_calls(names: list[str]) -> None:
+    """Add torch functions that code run elsewhere says it called to every open recorder.
+
+    The grader runs learner code in the kernel, which reports the torch functions it called. A
+    report can only hurt the learner (a rule finds a forbidden call in it); a kernel that hides
+    one is caught, if at all, by the operators the grader recomputes.
+    """
+    for found in _LISTENING:
+        found.update(str(n)[:120] for n in names[:200])

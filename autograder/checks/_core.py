@@ -9,19 +9,17 @@ shown to learners, so it never prints hidden inputs, only their shapes.
 
 from __future__ import annotations
 
-import os
-import traceback
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
 import torch
 
-from . import replay
+from autograder.kernel.recorder import invoke
+
+from .replay import remote as replay
 
 ATOL = 1e-5
 RTOL = 1e-4
-_TORCH_DIR = os.path.dirname(torch.__file__)
 
 # Substrings of PyTorch error messages -> what the learner should look at.
 _ERROR_HINTS = {
@@ -91,16 +89,6 @@ def describe(args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) 
     return ", ".join(parts) or "no arguments"
 
 
-def _is_stub(exc: NotImplementedError) -> bool:
-    """True for a ``raise NotImplementedError`` written in learner code (not PyTorch's own)."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    return (
-        bool(frames)
-        and not frames[-1].filename.startswith(_TORCH_DIR)
-        and (frames[-1].line or "raise").startswith("raise")
-    )
-
-
 def _error_hint(text: str) -> str:
     return next((hint for key, hint in _ERROR_HINTS.items() if key in text), "")
 
@@ -116,11 +104,11 @@ def call(
 
     ``hint`` (what to look at) is added to the message when the call fails on shapes (a
     ``RuntimeError`` or ``IndexError``); otherwise a hint matching PyTorch's message, if any.
-    This is the one place where checks run learner code, so :mod:`.replay` records and replays
-    calls here.
+    This is the one place where checks run learner code: during classroom verification
+    :mod:`.replay.remote` sends the call to the learner's kernel and recomputes what comes back.
     """
     __tracebackhide__ = True
-    outcome = replay.intercept(fn, tuple(args), dict(kwargs or {}), _invoke)
+    outcome = replay.intercept(fn, tuple(args), dict(kwargs or {}), invoke)
     if outcome[0] == "ok":
         return outcome[1]
     if outcome[0] == "check_failure":
@@ -138,26 +126,6 @@ def call(
     raise CheckFailure(
         f"`{name}` raised {error_type}{detail} on inputs {describe(args, kwargs)}{advice}."
     ) from flags["exception"]
-
-
-def _invoke(fn: Callable[..., Any], args: tuple, kwargs: dict) -> tuple:
-    """Run learner code; its outcome as ``("ok", value)``, ``("check_failure", message)`` or
-    ``("error", type name, message, flags)``, the form :mod:`.replay` records."""
-    __tracebackhide__ = True
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            return ("ok", fn(*args, **kwargs))
-        except CheckFailure as exc:
-            return ("check_failure", str(exc))
-        except NotImplementedError as exc:
-            if _is_stub(exc):
-                return ("error", type(exc).__name__, str(exc), {"stub": True})
-            error = exc
-        except Exception as exc:  # any learner error becomes feedback
-            error = exc
-    flags = {"shape_error": isinstance(error, RuntimeError | IndexError), "exception": error}
-    return ("error", type(error).__name__, str(error), flags)
 
 
 def expect_tensor(value: Any, name: str, what: str = "a tensor") -> torch.Tensor:

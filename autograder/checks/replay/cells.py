@@ -1,0 +1,187 @@
+"""Verify one test cell: its checks run here, the learner's code runs in the kernel.
+
+A test cell is a docstring and ``check_*(name, ..., key=constant)`` statements
+(:func:`parse_test_cell`). For each statement, :func:`verify_cell` starts a statement in the
+kernel, fetches the plain values the statement names (quiz answers are values), stands in for the
+learner's functions and classes, and runs the check with :mod:`.remote` in charge of every call of
+learner code. The check's own verdict is the cell's: a :class:`CheckFailure` refutes it with the
+check's sentence, a record the grader cannot recompute refutes it with the reason.
+
+Checks that cannot be verified this way (their result is written behind PyTorch's back) are named
+by their module's ``UNVERIFIABLE``; each check module may also restrict the operators of its
+checks (``OPERATORS``, see :mod:`.operators`).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib
+import json
+import pickle
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from autograder.kernel import server
+from autograder.kernel.codec import ReplayError, decode_value
+
+from . import operators, remote
+
+# One module per notebook, named after its number (nb01_attention ...): see the README.
+CHECKS_DIR = Path(__file__).resolve().parent.parent
+CHECK_MODULES = tuple(sorted(p.stem for p in CHECKS_DIR.glob("nb[0-9][0-9]_*.py")))
+
+
+@dataclass(frozen=True)
+class CheckCall:
+    """One statement of a test cell: ``check_name(arg, ..., key=constant)``."""
+
+    check: str
+    args: tuple  # ("name", learner global) or ("const", value)
+    kwargs: tuple  # (key, value) pairs of constants
+
+
+def parse_test_cell(source: str) -> list[CheckCall]:
+    """The check calls of a test cell; anything else in it raises ``ValueError``."""
+    calls = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # the docstring
+        call = node.value if isinstance(node, ast.Expr) else None
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Name)
+            and call.func.id.startswith("check_")
+        ):
+            raise ValueError(f"line {node.lineno} is not a call of a check_* function")
+        args = tuple(_argument(a) for a in call.args)
+        kwargs = tuple((k.arg, ast.literal_eval(k.value)) for k in call.keywords if k.arg)
+        calls.append(CheckCall(call.func.id, args, kwargs))
+    return calls
+
+
+def _argument(node: ast.expr) -> tuple:
+    if isinstance(node, ast.Name):
+        return ("name", node.id)
+    return ("const", ast.literal_eval(node))
+
+
+def _module_of(name: str):
+    for module in CHECK_MODULES:
+        found = importlib.import_module(f"autograder.checks.{module}")
+        if name.startswith("check_") and callable(getattr(found, name, None)):
+            return found
+    raise ValueError(f"there is no check named {name}")
+
+
+def find_check(name: str) -> Callable:
+    """The ``check_*`` function of that name, from the checks package (imported on demand)."""
+    return getattr(_module_of(name), name)
+
+
+def allowed_operators(name: str) -> frozenset[str]:
+    """The ATen operators learner code may run under the check ``name``."""
+    return getattr(_module_of(name), "OPERATORS", {}).get(name, operators.DEFAULT)
+
+
+def unverifiable(name: str) -> str | None:
+    """Why the check ``name`` cannot be verified outside the kernel, or None."""
+    return getattr(_module_of(name), "UNVERIFIABLE", {}).get(name)
+
+
+@contextlib.contextmanager
+def stock_state() -> Iterator[None]:
+    """The starting point the kernel's ``begin`` gives too: stock defaults, seed 0, one thread."""
+    dtype, threads = torch.get_default_dtype(), torch.get_num_threads()
+    rng = torch.get_rng_state()
+    torch.set_default_dtype(torch.float32)
+    torch.set_num_threads(1)  # reductions split the same way on both sides: bit-equal results
+    torch.manual_seed(0)
+    try:
+        with torch.device("cpu"), torch.enable_grad():
+            yield
+    finally:
+        torch.set_default_dtype(dtype)
+        torch.set_num_threads(threads)
+        torch.set_rng_state(rng)
+
+
+@dataclass
+class Verdict:
+    """What verifying one test cell established."""
+
+    status: str  # "verified", "refuted" or "unverified"
+    message: str = ""
+
+
+class InProcessKernel:
+    """A kernel in this process, for tests: the same requests, the same replies, no IPython."""
+
+    def __init__(self, namespace: dict):
+        self.namespace = namespace
+
+    def __call__(self, request: bytes) -> str:
+        return server.reply(request, self.namespace)
+
+
+def verify_cell(source: str, kernel: Callable[[bytes], str | None]) -> Verdict:
+    """Run the test cell's checks here, every call of learner code answered by ``kernel``."""
+    try:
+        statements = parse_test_cell(source)
+        reasons = [unverifiable(s.check) for s in statements]
+    except (SyntaxError, ValueError) as err:
+        return Verdict("unverified", f"the test cell cannot be re-run ({err})")
+    if any(reasons):
+        return Verdict("unverified", next(r for r in reasons if r))
+    try:
+        for item in statements:
+            _verify_statement(item, kernel)
+    except AssertionError as err:  # a CheckFailure: the check's own sentence
+        return Verdict("refuted", str(err))
+    except remote.KernelGone as err:
+        return Verdict("refuted", str(err))
+    except ReplayError as err:
+        return Verdict("refuted", f"the re-run did not match: {err}")
+    finally:
+        with contextlib.suppress(ReplayError):
+            _ask(kernel, {"op": "end"})
+    return Verdict("verified")
+
+
+def _ask(kernel: Callable[[bytes], str | None], request: dict) -> dict:
+    text = kernel(pickle.dumps(request))
+    if text is None:
+        raise remote.KernelGone("the kernel stopped answering while the checks ran your code")
+    try:
+        reply = json.loads(text)
+    except ValueError as err:
+        raise ReplayError("the kernel's reply is malformed") from err
+    if not isinstance(reply, dict):
+        raise ReplayError("the kernel's reply is malformed")
+    return reply
+
+
+def _learner_value(kernel, name: str) -> Any:
+    reply = _ask(kernel, {"op": "value", "name": name})
+    if "value" in reply:
+        return decode_value(reply["value"])
+    return remote.Learner(name)
+
+
+def _verify_statement(item: CheckCall, kernel) -> None:
+    _ask(kernel, {"op": "begin"})
+    args = [_learner_value(kernel, v) if kind == "name" else v for kind, v in item.args]
+    session = remote.Session(kernel, allowed=allowed_operators(item.check))
+    with remote.active(session), stock_state():
+        try:
+            find_check(item.check)(*args, **dict(item.kwargs))
+        except (AssertionError, ReplayError):
+            raise
+        except Exception as err:  # a check crashing on a record: not verified
+            raise ReplayError(
+                f"the check could not digest the kernel's record ({type(err).__name__})"
+            ) from None

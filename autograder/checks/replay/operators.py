@@ -1,0 +1,71 @@
+"""Which ATen operators a learner's code may run, per check: an allow-list, not a deny-list.
+
+:data:`BY_HAND` holds what a solution written by hand needs: element-wise arithmetic (every
+operator PyTorch tags *pointwise*), views and copies, reductions, matrix products, comparisons,
+indexing, masks and factories. Fused operators (built-in softmax, attention kernels, native
+multi-head attention, masked softmax, layer norms, ...) are in none of the groups, so a check
+sees them only where a notebook adds them on purpose: :data:`SOFTMAX` from notebook 02 on,
+:data:`SDPA` where PyTorch's attention is the point. Each check module says which set each of its
+checks allows (``OPERATORS``); a check it does not name allows :data:`BY_HAND` and
+:data:`SOFTMAX`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+_VIEWS = """alias as_strided clone contiguous detach expand expand_as flatten lift_fresh
+movedim narrow permute reshape select slice split split_with_sizes squeeze t transpose unbind
+unflatten unsqueeze view view_as _unsafe_view _reshape_alias unfold chunk tensor_split diagonal
+repeat repeat_interleave tile roll flip cat stack concat concatenate _to_copy to copy copy_
+_copy_from _copy_from_and_resize resize_ empty_like zeros_like ones_like full_like rand_like
+randn_like new_empty new_zeros new_ones new_full new_empty_strided masked_fill masked_fill_
+where index index_select gather scatter scatter_add index_put index_put_ index_add index_copy
+masked_scatter masked_select nonzero take take_along_dim fill fill_ zero_ tril triu tril_
+triu_ set_ _local_scalar_dense item lift _has_compatible_shallow_copy_type"""
+_REDUCTIONS = """sum mean amax amin max min argmax argmin prod cumsum cumprod logsumexp var std
+var_mean std_mean norm linalg_vector_norm all any count_nonzero sort argsort topk kthvalue
+median nansum nanmean aminmax sum_to_size"""
+_PRODUCTS = """mm bmm addmm baddbmm addbmm matmul dot vdot mv addmv outer ger einsum linear
+tensordot _unsafe_view"""
+_FACTORIES = """zeros ones full empty empty_strided arange linspace eye scalar_tensor rand randn
+randint randperm normal normal_ uniform_ bernoulli bernoulli_ _to_dense tensor"""
+_GRADIENTS = """threshold_backward sigmoid_backward tanh_backward _softmax_backward_data
+_log_softmax_backward_data"""
+
+
+def _names(text: str) -> frozenset[str]:
+    return frozenset(f"aten::{n}" for n in text.split())
+
+
+def _pointwise() -> frozenset[str]:
+    names = set()
+    for name in dir(torch.ops.aten):
+        packet = getattr(torch.ops.aten, name, None)
+        if not isinstance(packet, torch._ops.OpOverloadPacket):
+            continue
+        for overload in packet.overloads():
+            if torch.Tag.pointwise in getattr(packet, overload).tags:
+                names.add(f"aten::{name}")
+                break
+    return frozenset(names)
+
+
+BY_HAND = _pointwise() | _names(" ".join((_VIEWS, _REDUCTIONS, _PRODUCTS, _FACTORIES, _GRADIENTS)))
+SOFTMAX = _names("_softmax _log_softmax _safe_softmax softmax log_softmax")
+SDPA = _names(
+    """scaled_dot_product_attention _scaled_dot_product_attention_math
+    _scaled_dot_product_flash_attention _scaled_dot_product_flash_attention_for_cpu
+    _scaled_dot_product_efficient_attention _scaled_dot_product_cudnn_attention
+    _scaled_dot_product_fused_attention_overrideable _fused_sdp_choice
+    _scaled_dot_product_flash_attention_for_cpu_backward
+    _scaled_dot_product_flash_attention_backward _scaled_dot_product_efficient_attention_backward"""
+)
+DEFAULT = BY_HAND | SOFTMAX
+
+# Fused kernels no check allows: named here only so that the refusal can say what they are.
+FUSED = _names(
+    """_masked_softmax _native_multi_head_attention _transformer_encoder_layer_fwd
+    native_layer_norm layer_norm native_dropout _flash_attention_forward
+    _efficient_attention_forward _triton_multi_head_attention"""
+)

@@ -1,0 +1,242 @@
+"""Recompute a kernel's record on the grader's own tensors, believing nothing it claims.
+
+Every tensor a learner call returns or leaves behind must be the output of an operator rerun
+here, from the grader's inputs. The rerun refuses:
+
+- an operator the check does not allow (:mod:`.operators`), by name;
+- a *constant* (a tensor that is neither an input nor an operator's output) of more than one
+  element, unless the call had no tensor input (then its result is computed from Python values);
+- literal numbers beyond :data:`MAX_LITERALS` distinct values per call (they could spell out an
+  answer one element at a time), and integer lists longer than :data:`MAX_LIST`;
+- a floating result of more than one element that depends on no input of a call that had some;
+- more work than any check needs: each operator first runs on shapes only (the meta device), and
+  one output of more than :data:`MAX_OUTPUT_ELEMENTS` elements, or a statement beyond
+  :data:`MAX_FLOPS` or :data:`MAX_BYTES`, stops the rerun before anything is computed.
+
+Shape legend: none; this module recomputes tensors of any shape.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_map
+from torch.utils.flop_counter import flop_registry
+
+from autograder.kernel.codec import Opaque, ReplayError, decode_tensor, decode_value
+
+from . import operators
+
+MAX_OPS = 100_000  # operators per statement
+MAX_LITERALS = 32  # distinct literal numbers per call
+MAX_LIST = 16  # numbers in one list argument
+MAX_OUTPUT_ELEMENTS = 1 << 24  # elements of one operator's outputs
+MAX_FLOPS = 2e10  # per statement: about ten seconds of one core
+MAX_BYTES = 4 << 30  # bytes of all outputs of a statement
+MAX_CONSTANT_ELEMENTS = 1
+
+
+@dataclass
+class Budget:
+    """What a statement has spent; :meth:`charge` refuses the operator that would overspend."""
+
+    ops: int = 0
+    flops: float = 0.0
+    bytes: int = 0
+
+    def charge(self, op, args: list, kwargs: dict) -> None:
+        self.ops += 1
+        if self.ops > MAX_OPS:
+            raise ReplayError("your code ran more operators than any check needs")
+        meta_args = tree_map(_to_meta, args)
+        meta_kwargs = tree_map(_to_meta, kwargs)
+        try:
+            out = op(*meta_args, **meta_kwargs)
+        except Exception:  # no meta kernel (data-dependent shapes): judged by its inputs
+            out = args
+        elements = sum(t.numel() for t in _tensors(out))
+        if elements > MAX_OUTPUT_ELEMENTS:
+            raise ReplayError(
+                f"your code made a tensor of {elements:,} elements, far more than the check needs"
+            )
+        self.bytes += sum(t.numel() * t.element_size() for t in _tensors(out))
+        packet = op.overloadpacket
+        if packet in flop_registry:
+            shapes = tree_map(lambda t: t.shape if isinstance(t, torch.Tensor) else t, meta_args)
+            out_shape = tree_map(lambda t: t.shape if isinstance(t, torch.Tensor) else t, out)
+            try:
+                self.flops += flop_registry[packet](*shapes, **meta_kwargs, out_shape=out_shape)
+            except Exception:
+                self.flops += elements
+        else:
+            self.flops += elements
+        if self.flops > MAX_FLOPS or self.bytes > MAX_BYTES:
+            raise ReplayError("your code did far more work than the check needs")
+
+
+def _to_meta(v: Any) -> Any:
+    if isinstance(v, torch.Tensor):
+        return torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device="meta")
+    return v
+
+
+def _tensors(tree: Any) -> list[torch.Tensor]:
+    found: list[torch.Tensor] = []
+    tree_map(lambda v: found.append(v) if isinstance(v, torch.Tensor) else v, tree)
+    return found
+
+
+@dataclass
+class Rerun:
+    """One statement's recomputation: refs to trusted tensors, which refs come from an input."""
+
+    allowed: frozenset[str] = operators.DEFAULT
+    tensors: dict = field(default_factory=dict)
+    derived: set = field(default_factory=set)
+    budget: Budget = field(default_factory=Budget)
+
+    def bind_inputs(self, refs: dict, given: dict) -> None:
+        if not isinstance(refs, dict) or set(refs) != set(given):
+            raise ReplayError("the kernel's record does not match the call's inputs")
+        for path, ref in refs.items():
+            self.tensors[ref_number(ref)] = given[path]
+            self.derived.add(ref)
+
+    def run(self, ops: Any, has_inputs: bool) -> None:
+        """Recompute the recorded operators, in order."""
+        if not isinstance(ops, list):
+            raise ReplayError("the kernel's operator log is malformed")
+        literals: set = set()
+        for entry in ops:
+            if not isinstance(entry, dict):
+                raise ReplayError("the kernel's operator log is malformed")
+            if "const" in entry:
+                value = decode_tensor(entry.get("value"))
+                if value.numel() > MAX_CONSTANT_ELEMENTS and has_inputs:
+                    raise ReplayError(
+                        "your code used a tensor that is neither an input nor computed from one"
+                    )
+                self.tensors[ref_number(entry["const"])] = value
+                continue
+            self._one(entry, literals)
+
+    def _one(self, entry: dict, literals: set) -> None:
+        op = aten_op(entry.get("op"), entry.get("overload"))
+        name = op._schema.name
+        if name not in self.allowed:
+            what = "a fused built-in" if name in operators.FUSED else "an operator"
+            raise ReplayError(
+                f"your code ran {what} this exercise does not allow ({name.removeprefix('aten::')})"
+            )
+        used: list = []
+        args = self.decode(entry.get("args"), used)
+        kwargs = self.decode(entry.get("kwargs"), used)
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            raise ReplayError("the kernel's operator log is malformed")
+        _count_literals(op, args, kwargs, literals)
+        self.budget.charge(op, args, kwargs)
+        try:
+            with torch.set_grad_enabled(entry.get("grad") is True):
+                out = op(*args, **kwargs)
+        except Exception as err:
+            raise ReplayError(f"a recorded operator ({name}) could not be rerun") from err
+        self.bind(entry.get("out"), out, derived=any(r in self.derived for r in used))
+        if op._schema.is_mutable:  # an in-place operator: its first argument now depends too
+            for ref in used[:1]:
+                if any(r in self.derived for r in used):
+                    self.derived.add(ref)
+
+    def decode(self, obj: Any, used: list | None = None) -> Any:
+        if not isinstance(obj, dict) or len(obj) != 1:
+            raise ReplayError("the kernel's operator log is malformed")
+        if "seq" in obj and isinstance(obj["seq"], list):
+            return [self.decode(v, used) for v in obj["seq"]]
+        if "map" in obj and isinstance(obj["map"], dict):
+            return {k: self.decode(v, used) for k, v in obj["map"].items()}
+        if "ref" in obj:
+            ref = ref_number(obj["ref"])
+            if ref not in self.tensors:
+                raise ReplayError("the kernel's record uses a tensor before it exists")
+            if used is not None:
+                used.append(ref)
+            return self.tensors[ref]
+        value = decode_value(obj)
+        if isinstance(value, Opaque):
+            raise ReplayError("the kernel's operator log holds a value it cannot carry")
+        return value
+
+    def bind(self, obj: Any, out: Any, derived: bool) -> None:
+        if not isinstance(obj, dict) or len(obj) != 1:
+            raise ReplayError("the kernel's operator log is malformed")
+        if "seq" in obj:
+            if not isinstance(out, tuple | list) or len(out) != len(obj["seq"]):
+                raise ReplayError("a rerun operator returned something else than recorded")
+            for o, v in zip(obj["seq"], out, strict=True):
+                self.bind(o, v, derived)
+        elif "ref" in obj:
+            if not isinstance(out, torch.Tensor):
+                raise ReplayError("a rerun operator returned something else than recorded")
+            ref = ref_number(obj["ref"])
+            self.tensors[ref] = out
+            if derived:
+                self.derived.add(ref)
+
+    def tensor(self, image: Any, has_inputs: bool, what: str) -> torch.Tensor:
+        """A tensor a record names: by ref (recomputed here), or by value if it is a scalar."""
+        if isinstance(image, dict) and "ref" in image:
+            ref = ref_number(image["ref"])
+            if ref not in self.tensors:
+                raise ReplayError(f"{what} is not a tensor the call computed")
+            return self.tensors[ref]
+        value = decode_tensor(image.get("value") if isinstance(image, dict) else None)
+        if value.numel() > MAX_CONSTANT_ELEMENTS and has_inputs:
+            raise ReplayError(f"{what} was not computed by an operator")
+        return value
+
+    def from_inputs(self, image: Any) -> bool:
+        """Whether a tensor a record names by ref depends on one of the call's inputs."""
+        return isinstance(image, dict) and image.get("ref") in self.derived
+
+
+def ref_number(value: Any) -> int:
+    if type(value) is not int or value < 0:
+        raise ReplayError("the kernel's record is malformed")
+    return value
+
+
+def aten_op(name: Any, overload: Any) -> torch._ops.OpOverload:
+    if not isinstance(name, str) or not name.startswith("aten::") or not isinstance(overload, str):
+        raise ReplayError("the kernel's record names an operator outside ATen")
+    packet = getattr(torch.ops.aten, name.removeprefix("aten::"), None)
+    op = getattr(packet, overload or "default", None) if packet is not None else None
+    if not isinstance(op, torch._ops.OpOverload):
+        raise ReplayError(f"the kernel's record names an unknown operator ({name[:60]})")
+    return op
+
+
+_VALUE_TYPES = ("Scalar", "float", "complex", "number")
+
+
+def _count_literals(op, args: list, kwargs: dict, literals: set) -> None:
+    """Refuse literal numbers that could spell out an answer (see the module docstring)."""
+    schema = op._schema.arguments
+    values = list(zip(schema, args, strict=False))
+    values += [(a, kwargs[a.name]) for a in schema if a.name in kwargs]
+    for argument, value in values:
+        kind = str(argument.type)
+        if isinstance(value, list | tuple):
+            numbers = [v for v in value if isinstance(v, int | float) and not isinstance(v, bool)]
+            if len(numbers) > MAX_LIST:
+                raise ReplayError("your code passed an operator a long list of literal numbers")
+            if any(t in kind for t in _VALUE_TYPES):
+                literals.update(float(v) for v in numbers)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            if any(t in kind for t in _VALUE_TYPES):
+                literals.add(float(value) if math.isfinite(value) else repr(value))
+    if len(literals) > MAX_LITERALS:
+        raise ReplayError(
+            "your code wrote more literal numbers into its operators than a computation needs"
+        )

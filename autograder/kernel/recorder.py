@@ -1,0 +1,219 @@
+"""Run one learner call and record what it did, as the trusted grader needs it to recompute.
+
+For one call the record holds: the call's input tensors by path (each numbered as a *ref*), every
+ATen operator it ran as PyTorch's dispatcher saw it (each tensor argument named by ref: an input,
+an earlier operator's output, or a *constant* carried by value), the torch functions it called by
+name, its outcome (the result as refs, or the error it raised) and the state it left on every
+module the grader watches. A record is a claim: the grader believes none of it without
+recomputing it (see :mod:`autograder.checks.replay.rerun`).
+
+Shape legend: none; this module records tensors of any shape.
+"""
+
+from __future__ import annotations
+
+import traceback
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .codec import encode_tensor, encode_value, map_tree, own_tensors
+
+_TORCH_DIR = torch.__file__.rsplit("/", 1)[0]
+
+
+def _is_stub(exc: NotImplementedError) -> bool:
+    """True for a ``raise NotImplementedError`` written in learner code (not PyTorch's own)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return (
+        bool(frames)
+        and not frames[-1].filename.startswith(_TORCH_DIR)
+        and (frames[-1].line or "raise").startswith("raise")
+    )
+
+
+def invoke(fn: Callable[..., Any], args: tuple, kwargs: dict) -> tuple:
+    """Run learner code; its outcome as ``("ok", value)``, ``("check_failure", message)`` or
+    ``("error", type name, message, flags)``."""
+    __tracebackhide__ = True
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return ("ok", fn(*args, **kwargs))
+        except AssertionError as exc:
+            if type(exc).__name__ != "CheckFailure":
+                error = exc
+            else:
+                return ("check_failure", str(exc))
+        except NotImplementedError as exc:
+            if _is_stub(exc):
+                return ("error", type(exc).__name__, str(exc), {"stub": True})
+            error = exc
+        except Exception as exc:  # any learner error becomes feedback
+            error = exc
+    flags = {"shape_error": isinstance(error, RuntimeError | IndexError), "exception": error}
+    return ("error", type(error).__name__, str(error), flags)
+
+
+def _key(t: torch.Tensor) -> tuple:
+    """Tensors that view the same memory the same way are the same value."""
+    if t.device.type == "meta":
+        return ("id", id(t))
+    return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype)
+
+
+class Refs:
+    """Numbers every tensor seen in a statement; keeps them alive so memory is not reused.
+
+    A tensor is found by identity first: autograd's own ``detach`` of a saved output has the same
+    memory layout as the output, and must not stand in for it. Memory layout is the fallback.
+    """
+
+    def __init__(self):
+        self.by_id: dict[int, int] = {}
+        self.by_key: dict[tuple, int] = {}
+        self.alive: list[torch.Tensor] = []
+
+    def register(self, t: torch.Tensor) -> int:
+        self.alive.append(t)
+        ref = len(self.alive) - 1
+        self.by_id[id(t)] = ref
+        self.by_key.setdefault(_key(t), ref)
+        return ref
+
+    def find(self, t: torch.Tensor) -> int | None:
+        ref = self.by_id.get(id(t))
+        if ref is not None and self.alive[ref] is t:
+            return ref
+        return self.by_key.get(_key(t))
+
+    def outputs(self, tree: Any) -> Any:
+        return map_tree(
+            tree,
+            lambda v: {"ref": self.register(v)} if isinstance(v, torch.Tensor) else encode_value(v),
+        )
+
+    def arguments(self, tree: Any, ops: list) -> Any:
+        def one(v):
+            if not isinstance(v, torch.Tensor):
+                return encode_value(v)
+            ref = self.find(v)
+            if ref is None:  # made outside any operator: the grader decides if it may be used
+                ref = self.register(v)
+                ops.append({"const": ref, "value": encode_tensor(v)})
+            return {"ref": ref}
+
+        return map_tree(tree, one)
+
+
+class _Tracer(TorchDispatchMode):
+    """Logs every ATen operator of one learner call, with its tensors named by ref."""
+
+    def __init__(self, refs: Refs, ops: list):
+        super().__init__()
+        self.refs, self.ops = refs, ops
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        entry = {"op": func._schema.name, "overload": func._overloadname}
+        entry["grad"] = torch.is_grad_enabled()
+        entry["args"] = self.refs.arguments(list(args), self.ops)
+        entry["kwargs"] = self.refs.arguments(kwargs, self.ops)
+        out = func(*args, **kwargs)
+        entry["out"] = self.refs.outputs(out)
+        self.ops.append(entry)
+        return out
+
+
+class _Functions(TorchFunctionMode):
+    """The names of the torch functions a call used (``torch.nn.functional.softmax``)."""
+
+    def __init__(self, names: set[str]):
+        super().__init__()
+        self.names = names
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        module = getattr(func, "__module__", None) or "torch.Tensor"
+        self.names.add(f"{module}.{getattr(func, '__name__', func)}"[:120])
+        return func(*args, **(kwargs or {}))
+
+
+def module_state(module: torch.nn.Module, refs: Refs) -> dict:
+    """A module's tree: each submodule's class, plain attributes, mode and tensors (with grads)."""
+    tree = {}
+    for prefix, m in module.named_modules(remove_duplicate=False):
+        plain = {
+            k: encode_value(v)
+            for k, v in vars(m).items()
+            if not k.startswith("_") and isinstance(v, bool | int | float | str | type(None))
+        }
+        tensors = {}
+        for name, t in own_tensors(m):
+            kind = "param" if name in m._parameters else "buffer" if name in m._buffers else "attr"
+            if t is None:
+                tensors[name] = {"none": True, "kind": kind}
+                continue
+            tensors[name] = _tensor_image(t, refs) | {
+                "kind": kind,
+                "requires_grad": bool(t.requires_grad),
+            }
+            if t.grad is not None:
+                tensors[name]["grad"] = _tensor_image(t.grad, refs)
+        cls = type(m)
+        tree[prefix] = {"class": [cls.__module__, cls.__qualname__], "plain": plain}
+        tree[prefix]["tensors"] = tensors
+    return tree
+
+
+def _tensor_image(t: torch.Tensor, refs: Refs) -> dict:
+    ref = refs.find(t)
+    return {"ref": ref} if ref is not None else {"value": encode_tensor(t)}
+
+
+def encode_result(value: Any, refs: Refs, new_module: Callable[[torch.nn.Module], str]) -> Any:
+    """The outcome's value: tensors as refs (or by value), modules by state and a new id."""
+    if isinstance(value, torch.Tensor):
+        return {"tensor": _tensor_image(value, refs)}
+    if isinstance(value, torch.nn.Module):
+        return {"module": module_state(value, refs), "mid": new_module(value)}
+    if isinstance(value, tuple | list):
+        kind = "tuple" if isinstance(value, tuple) else "list"
+        return {kind: [encode_result(v, refs, new_module) for v in value]}
+    return {"plain": encode_value(value)}
+
+
+def record_call(
+    refs: Refs,
+    fn: Callable,
+    args: tuple,
+    kwargs: dict,
+    inputs: list[tuple[str, torch.Tensor]],
+    watched: dict[str, torch.nn.Module],
+    new_module: Callable[[torch.nn.Module], str],
+) -> dict:
+    """Run ``fn(*args, **kwargs)`` under the tracer; the record the grader recomputes."""
+    ops: list = []
+    functions: set[str] = set()
+    entry: dict = {"inputs": {path: refs.register(t) for path, t in inputs}}
+    with _Functions(functions), _Tracer(refs, ops):
+        outcome = invoke(fn, args, kwargs)
+    entry["ops"] = ops
+    entry["functions"] = sorted(functions)[:200]
+    if outcome[0] == "ok":
+        entry["outcome"] = ["ok", encode_result(outcome[1], refs, new_module)]
+    elif outcome[0] == "error":
+        flags = {k: v for k, v in outcome[3].items() if k in ("stub", "shape_error")}
+        entry["outcome"] = ["error", outcome[1], str(outcome[2])[:300], flags]
+    else:
+        entry["outcome"] = [outcome[0], str(outcome[1])[:600]]
+    entry["after"] = {mid: module_state(m, refs) for mid, m in watched.items()}
+    entry["grad_enabled"] = torch.is_grad_enabled()
+    return entry
