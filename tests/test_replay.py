@@ -1,8 +1,9 @@
-"""One check, run twice: a check replayed from a kernel's recording reaches the kernel's verdict.
+"""One check, run by the grader: learner calls answered by a kernel reach the direct verdict.
 
-For every correct implementation in ``tests/mistakes`` the replayed checks verify; for every
-catalogued mistake they refute with a one-line diagnosis; forged, malformed or foreign recordings
-are refused, never trusted and never raised.
+For every correct implementation in ``tests/mistakes`` the verified checks pass; for every
+catalogued mistake they refute with a one-line diagnosis; forged, malformed or foreign records
+are refused, never trusted and never raised. The kernel here is :class:`cells.InProcessKernel`:
+the same requests and replies as a real one, in this process.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest
 import torch
 from mistakes import attention, gpu, gqa, heads, masking, multihead, parallel
 
-from autograder.checks import replay
+from autograder.checks.replay import cells, remote
 
 CORRECT = [
     *((attention.checks.check_softmax_values, n, f) for n, f in attention.CORRECT_SOFTMAX.items()),
@@ -65,11 +66,18 @@ MISTAKES = [
 ]
 
 
-def _run_twice(check, impl, thorough=True) -> tuple[list, replay.Verdict]:
+def _direct(check, impl, thorough=True) -> list:
+    try:
+        check(impl, seed=1, thorough=thorough)
+    except AssertionError as err:
+        return ["failed", str(err)]
+    return ["passed", ""]
+
+
+def _run_twice(check, impl, thorough=True) -> tuple[list, cells.Verdict]:
     source = f"{check.__name__}(fn, seed=1, thorough={thorough})"
-    recording = replay.record_cell(source, {"fn": impl})
-    kernel = json.loads(recording)["statements"][0]["kernel_outcome"]
-    return kernel, replay.replay_cell(source, recording)
+    verdict = cells.verify_cell(source, cells.InProcessKernel({"fn": impl}))
+    return _direct(check, impl, thorough), verdict
 
 
 @pytest.mark.parametrize(
@@ -102,36 +110,74 @@ def _softmax(x, dim=-1):
 SOURCE = "check_softmax_values(softmax)"
 
 
-def _recording(fn=_softmax) -> dict:
-    return json.loads(replay.record_cell(SOURCE, {"softmax": fn}))
+class Forger(cells.InProcessKernel):
+    """An honest kernel whose first ``call`` reply goes through ``forge`` (JSON text in, out)."""
+
+    def __init__(self, namespace, forge):
+        super().__init__(namespace)
+        self.forge, self.forged = forge, False
+
+    def __call__(self, request: bytes):
+        reply = super().__call__(request)
+        if not self.forged and '"record"' in reply:
+            self.forged = True
+            return self.forge(reply)
+        return reply
 
 
-def test_values_a_recording_claims_are_not_trusted():
+def _verify(forge, fn=_softmax, source=SOURCE) -> cells.Verdict:
+    return cells.verify_cell(source, Forger({"softmax": fn}, forge))
+
+
+def _record(reply: str) -> dict:
+    return json.loads(reply)["record"]
+
+
+def _edit(key: str, value):
+    def forge(reply: str) -> str:
+        record = _record(reply)
+        record[key] = value
+        return json.dumps({"record": record})
+
+    return forge
+
+
+def test_values_a_record_claims_are_not_trusted():
     """A recorder patched to report PyTorch's own values, with no operators that compute them."""
-    forged = _recording(lambda x, dim=-1: torch.softmax(x, dim))
-    for call in forged["statements"][0]["calls"]:
-        result = call["outcome"][1]
-        call["ops"] = []
-        call["outcome"][1] = (
-            {"value": {"shape": [1], "dtype": "torch.float32", "device": "cpu", "data": [0.5]}}
-            if "tensor" in result
-            else result
-        )
-    verdict = replay.replay_cell(SOURCE, json.dumps(forged))
-    assert verdict.status == "refuted"
+
+    def forge(reply: str) -> str:
+        record = _record(reply)
+        record["ops"] = []
+        scalar = {"shape": [1], "dtype": "torch.float32", "device": "cpu", "data": [0.5]}
+        record["outcome"][1] = {"tensor": {"value": scalar}}
+        return json.dumps({"record": record})
+
+    assert _verify(forge, lambda x, dim=-1: torch.softmax(x, dim)).status == "refuted"
 
 
-def test_a_stub_whose_recording_claims_the_right_tensor_is_refuted():
-    honest = _recording()
-    stub = _recording(lambda x, dim=-1: (_ for _ in ()).throw(NotImplementedError()))
-    stub["statements"][0]["calls"][0]["outcome"] = honest["statements"][0]["calls"][0]["outcome"]
-    assert replay.replay_cell(SOURCE, json.dumps(stub)).status == "refuted"
+def test_a_stub_whose_record_claims_the_right_tensor_is_refuted():
+    honest = {}
+
+    class Stub(cells.InProcessKernel):
+        def __call__(self, request: bytes):
+            reply = super().__call__(request)
+            if '"record"' in reply and not honest:
+                mirror = cells.InProcessKernel({"softmax": _softmax})
+                mirror(__import__("pickle").dumps({"op": "begin"}))
+                honest["reply"] = _record(mirror(request))
+                record = _record(reply)
+                record["outcome"] = honest["reply"]["outcome"]
+                return json.dumps({"record": record})
+            return reply
+
+    stub = lambda x, dim=-1: (_ for _ in ()).throw(NotImplementedError())  # noqa: E731
+    assert cells.verify_cell(SOURCE, Stub({"softmax": stub})).status == "refuted"
 
 
 def test_the_builtin_rule_is_measured_on_recomputed_operators():
     source = "check_softmax_no_builtin(softmax)"
-    recording = replay.record_cell(source, {"softmax": lambda x, dim=-1: torch.softmax(x, dim)})
-    verdict = replay.replay_cell(source, recording)
+    kernel = cells.InProcessKernel({"softmax": lambda x, dim=-1: torch.softmax(x, dim)})
+    verdict = cells.verify_cell(source, kernel)
     assert verdict.status == "refuted" and "_softmax" in verdict.message
 
 
@@ -140,32 +186,27 @@ def test_the_builtin_rule_is_measured_on_recomputed_operators():
     [
         lambda r: None,
         lambda r: "{not json",
-        lambda r: json.dumps({"statements": []}),
-        lambda r: json.dumps({"statements": [{"calls": []}]}),
-        lambda r: json.dumps(_edit(r, "digest", "0" * 32)),
-        lambda r: json.dumps(
-            _edit(r, "ops", [{"op": "os::system", "overload": "", "args": {"seq": []}}])
+        lambda r: json.dumps({"ok": True}),
+        lambda r: json.dumps({"record": {"ops": []}}),
+        _edit("inputs", {"args.9": 0}),
+        _edit("ops", [{"op": "os::system", "overload": "", "args": {"seq": []}}]),
+        _edit(
+            "ops",
+            [
+                {
+                    "const": 0,
+                    "value": {
+                        "shape": [4, 7],
+                        "dtype": "torch.float64",
+                        "device": "cpu",
+                        "data": [0.0] * 28,
+                    },
+                }
+            ],
         ),
-        lambda r: json.dumps(
-            _edit(
-                r,
-                "ops",
-                [
-                    {
-                        "const": 0,
-                        "value": {
-                            "shape": [4, 7],
-                            "dtype": "torch.float64",
-                            "device": "cpu",
-                            "data": [0.0] * 28,
-                        },
-                    }
-                ],
-            )
-        ),
-        lambda r: json.dumps(_edit(r, "outcome", ["ok", {"tensor": 10**9}])),
-        lambda r: json.dumps(_edit(r, "inputs", {})),
-        lambda r: json.dumps(_edit(r, "outcome", ["error", "x", "y", "not flags"])),
+        _edit("outcome", ["ok", {"tensor": {"ref": 10**9}}]),
+        _edit("inputs", {}),
+        _edit("outcome", ["error", "x", "y", "not flags"]),
     ],
     ids=[
         "none",
@@ -180,30 +221,25 @@ def test_the_builtin_rule_is_measured_on_recomputed_operators():
         "malformed-error",
     ],
 )
-def test_forged_or_malformed_recordings_are_refused(forge):
-    verdict = replay.replay_cell(SOURCE, forge(_recording()))
+def test_forged_or_malformed_records_are_refused(forge):
+    verdict = _verify(forge)
     assert verdict.status == "refuted" and verdict.message
 
 
-def _edit(recording: dict, key: str, value) -> dict:
-    recording["statements"][0]["calls"][0][key] = value
-    return recording
-
-
-def test_oversized_recordings_are_refused_unread(monkeypatch):
-    monkeypatch.setattr(replay, "MAX_RECORDING_BYTES", 10)
-    assert "too large" in replay.replay_cell(SOURCE, json.dumps(_recording())).message
+def test_oversized_records_are_refused_unread(monkeypatch):
+    monkeypatch.setattr(remote, "MAX_REPLY_BYTES", 10)
+    assert "too large" in _verify(lambda r: r).message
 
 
 def test_triton_cells_are_reported_not_verified():
-    verdict = replay.replay_cell("check_triton_values(triton_attention)", None)
+    verdict = cells.verify_cell("check_triton_values(triton_attention)", Forger({}, lambda r: r))
     assert verdict.status == "unverified" and "Triton" in verdict.message
 
 
 def test_test_cells_parse_into_check_calls_only():
-    calls = replay.parse_test_cell(
+    calls = cells.parse_test_cell(
         '"""doc"""\ncheck_a(f)\n# c\ncheck_b(f, seed=1, thorough=True)\n'
     )
     assert [c.check for c in calls] == ["check_a", "check_b"]
     with pytest.raises(ValueError):
-        replay.parse_test_cell("import os\ncheck_a(f)")
+        cells.parse_test_cell("import os\ncheck_a(f)")

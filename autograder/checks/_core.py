@@ -99,11 +99,14 @@ def call(
     args: Sequence[Any] = (),
     kwargs: Mapping[str, Any] | None = None,
     hint: str = "",
+    stub_inside: str = "",
 ) -> Any:
     """Call learner code with warnings silenced; turn any exception into a :class:`CheckFailure`.
 
     ``hint`` (what to look at) is added to the message when the call fails on shapes (a
     ``RuntimeError`` or ``IndexError``); otherwise a hint matching PyTorch's message, if any.
+    ``stub_inside`` is the message when the call reached an unfinished ``__init__`` or
+    ``forward`` of another exercise (a class the function builds).
     This is the one place where checks run learner code: during classroom verification
     :mod:`.replay.remote` sends the call to the learner's kernel and recomputes what comes back.
     """
@@ -114,6 +117,9 @@ def call(
     if outcome[0] == "check_failure":
         raise CheckFailure(outcome[1]) from None
     _, error_type, text, flags = outcome
+    if stub_inside and flags.get("stub") and flags.get("stub_depth", 0) > 2:
+        if flags.get("stub_where") in ("__init__", "forward"):
+            raise CheckFailure(stub_inside) from None
     if flags.get("stub"):
         raise CheckFailure(
             f"`{name}` is not implemented yet: replace `raise NotImplementedError()` with your "

@@ -25,6 +25,7 @@ from torch import nn
 from torch.nn.attention.bias import CausalBias, causal_lower_right
 from torch.nn.utils.rnn import pad_sequence
 
+from autograder.kernel.codec import Opaque
 from autograder.tools.modules import TorchMultiHeadAttention
 
 from ._core import (
@@ -212,7 +213,7 @@ def _call_causal(fn: Callable, T: int, S: int | None, **kwargs) -> torch.Tensor:
     __tracebackhide__ = True
     args = (T,) if S is None else (T, S)
     out = call(fn, CAUSAL, args, kwargs)
-    if isinstance(out, CausalBias):
+    if isinstance(out, CausalBias) or (isinstance(out, Opaque) and out.name == "CausalBias"):
         fail(
             f"`{CAUSAL}` returned PyTorch's CausalBias object, not a mask: the exercise is to "
             "build the (T, S) bool tensor yourself (True = may attend)."

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import traceback
 from collections.abc import Callable
 
 import torch
@@ -41,6 +40,11 @@ from ._core import (
     randint,
     randn,
 )
+from .replay import operators
+
+#: The ATen operators learner code may run under these checks:
+#: GQA is often written on PyTorch's attention (enable_gqa=True).
+OPERATORS = operators.DEFAULT | operators.SDPA
 
 REPEAT = "repeat_kv"
 GQA = "GroupedQueryAttention"
@@ -682,23 +686,9 @@ def _check_converted(gqa, mha, nh: int, nkv: int) -> None:
             fail(_pooling_mistake(got, source, nh, nkv, f"{proj}.{part}"))
 
 
-def _stub_aware(fn: Callable) -> Callable:
-    """``fn``, failing with a clear message when the module it builds is still the stub."""
-
-    def convert(mha, num_kv_heads):
-        __tracebackhide__ = True
-        try:
-            return fn(mha, num_kv_heads)
-        except NotImplementedError as exc:
-            frames = traceback.extract_tb(exc.__traceback__)
-            if len(frames) > 2 and frames[-1].name in ("__init__", "forward"):
-                fail(
-                    f"`{CONVERT}` builds your `{GQA}`, which is not implemented yet: finish "
-                    "exercise 3 first."
-                )
-            raise
-
-    return convert
+STUB_GQA = (
+    f"`{CONVERT}` builds your `{GQA}`, which is not implemented yet: finish exercise 3 first."
+)
 
 
 @one_thread
@@ -717,7 +707,7 @@ def check_mha_to_gqa(fn: Callable, *, seed: int = 0, thorough: bool = False) -> 
         mha = _seeded_mha(gen, C, nh, bias)
         before = [p.clone() for p in mha.parameters()]
         with torch.no_grad():
-            gqa = call(_stub_aware(fn), CONVERT, (mha, nkv), hint=hint)
+            gqa = call(fn, CONVERT, (mha, nkv), hint=hint, stub_inside=STUB_GQA)
         expect_unmodified(before, list(mha.parameters()), CONVERT)
         no_bias = (
             f"`{CONVERT}` drops the MHA's biases: build the GQA with bias=True and keep them."

@@ -38,6 +38,11 @@ from ._core import (
     randint,
     randn,
 )
+from .replay import operators
+
+#: The ATen operators learner code may run under these checks:
+#: a head may be computed with PyTorch's attention.
+OPERATORS = operators.DEFAULT | operators.SDPA
 
 SEQ, PAR, FLOPS = "mha_sequential", "mha_parallel", "attention_flops"
 _GRAD_MODES = {"no_grad": torch.no_grad, "inference_mode": torch.inference_mode}

@@ -40,6 +40,12 @@ from ._core import (
 )
 from ._online_softmax import close, diagnose, oracle, tolerance
 
+#: Checks the grader cannot verify outside the kernel: their cells wait for a person.
+UNVERIFIABLE = {
+    "check_triton_values": "a Triton kernel writes its output without an operator PyTorch sees",
+    "check_triton_causal": "a Triton kernel writes its output without an operator PyTorch sees",
+}
+
 TILED = "tiled_attention"
 TRITON = "triton_attention"
 _SDPA_OPS = (

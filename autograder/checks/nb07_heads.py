@@ -38,6 +38,11 @@ from ._core import (
     randint,
     randn,
 )
+from .replay import operators
+
+#: The ATen operators learner code may run under these checks:
+#: the learner's functions run the tiny transformer.
+OPERATORS = operators.DEFAULT | operators.SDPA | operators.MODEL
 
 ENTROPY = "head_entropy"
 PREVIOUS = "previous_token_score"

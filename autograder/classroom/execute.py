@@ -10,14 +10,15 @@ never ran (kernel dead, notebook stopped) would pass. :class:`GradingExecute` in
 - caps each cell's output (errors always kept);
 - drops ``execute_result`` outputs a test cell did not produce itself: nbgrader reads the first
   one as partial credit, and learner code can publish one before the test fails;
-- after each test cell that passed, runs a probe cell that records the cell's own checks
-  (:mod:`autograder.checks.replay`), and takes the probes out of the notebook again, keeping their
-  recordings for the grader to replay outside the kernel.
+- after each test cell that passed, verifies it (:mod:`autograder.checks.replay.cells`): the
+  cell's checks run in this, the grader's process, and every call of learner code is sent to the
+  kernel as a request the kernel answers with a record this process recomputes. No cell is added
+  to the notebook, and nothing a submitted cell carries can pose as the grader's request.
 """
 
 from __future__ import annotations
 
-import json
+import base64
 import math
 import time
 from collections import defaultdict
@@ -29,8 +30,9 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Instance, Integer
 
 from autograder import nbcell
-from autograder.checks.replay import MAX_RECORDING_BYTES, MIME, probe_source
+from autograder.checks.replay.cells import verify_cell
 from autograder.classroom.kernels import SandboxKernelManager
+from autograder.kernel.server import MIME
 
 SIGNALS = {
     -9: "it was killed (SIGKILL: memory, CPU time limit, or its own code)",
@@ -68,7 +70,7 @@ class GradingExecute(Execute):
 
     notebook_budget = Integer(300, help="Seconds for the whole notebook.").tag(config=True)
     output_limit = Integer(1024**2, help="Output bytes kept per cell.").tag(config=True)
-    verify = Bool(True, help="Record passed test cells' checks for replay.").tag(config=True)
+    verify = Bool(True, help="Verify passed test cells in the grader's process.").tag(config=True)
 
     records = Instance(RunRecords, allow_none=True, help="Where each run is recorded.").tag(
         config=True
@@ -80,22 +82,15 @@ class GradingExecute(Execute):
 
     def preprocess(self, nb, resources, km=None):
         notebook_id = resources.get("nbgrader", {}).get("notebook", "")
-        cells = []
-        for cell in nb.cells:
-            cells.append(cell)
-            grade_id = nbcell.grade_id(cell)
-            if self.verify and nbcell.is_test(cell):
-                probe = nbformat.v4.new_code_cell(probe_source(cell.source))
-                probe.metadata["mha_verify"] = grade_id
-                cells.append(probe)
-        nb.cells = cells
         self._start = time.monotonic()
         self._deadline = self._start + self.notebook_budget
         self._stop: str | None = None
         self._ran: set[int] = set()
         self._bytes: dict[int, int] = defaultdict(int)
         self._truncated: set[int] = set()
-        self._timing: dict = {"slowest_cell": (0.0, None)}
+        self._timing: dict = {"slowest_cell": (0.0, None), "verification": 0.0}
+        self._verdicts: dict[str, list] = {}
+        self._verifying = False
         started = True
         try:
             nb, resources = super().preprocess(nb, resources, km)
@@ -105,19 +100,9 @@ class GradingExecute(Execute):
         for index, cell in enumerate(nb.cells):
             if index not in self._ran and cell.cell_type == "code" and cell.source.strip():
                 cell.outputs = [not_run(self._stop or "the notebook stopped early")]
-        dumps = {}
-        kept = []
-        for cell in nb.cells:
-            grade_id = cell.metadata.get("mha_verify")
-            if grade_id is None:
-                kept.append(cell)
-                continue
-            payloads = [o.data[MIME] for o in cell.outputs if MIME in o.get("data", {})]
-            payloads = [p if isinstance(p, str) else json.dumps(p) for p in payloads]
-            dumps[grade_id] = payloads[-1] if payloads else None
-        nb.cells = kept
+        self._timing["verification"] = round(self._timing["verification"], 2)
         record = {
-            "dumps": dumps,
+            "verdicts": self._verdicts,
             "stopped": self._stop,
             "kernel_failed_to_start": not started,
             "truncated": len(self._truncated),
@@ -162,10 +147,6 @@ class GradingExecute(Execute):
                 cell.outputs = [not_run(self._stop)]
                 self._ran.add(index)
             return cell, resources
-        probe_of = cell.metadata.get("mha_verify")
-        if probe_of is not None and _has_error(self.nb.cells[index - 1]):
-            self._ran.add(index)
-            return cell, resources  # the test failed: nothing to verify
         if time.monotonic() >= self._deadline:
             self._halt(f"the notebook used up its time budget of {self.notebook_budget} s")
             return self.preprocess_cell(cell, resources, index)
@@ -189,12 +170,43 @@ class GradingExecute(Execute):
             self._timing["slowest_cell"] = (took, self._number(index))
         if nbcell.is_test(cell):
             self._keep_own_result(cell)
+            if self.verify and self._stop is None and not _has_error(cell):
+                self._verify(cell, index)
         return cell, resources
 
+    def _verify(self, cell, index: int) -> None:
+        """Run the passed test cell's checks here, the learner's code in the kernel."""
+        began = time.monotonic()
+        verdict = verify_cell(cell.source, lambda request: self._ask(request, index))
+        self._verdicts[nbcell.grade_id(cell)] = [verdict.status, verdict.message]
+        self._timing["verification"] += time.monotonic() - began
+
+    def _ask(self, request: bytes, index: int) -> str | None:
+        """Send one request to the kernel's ``autograder.kernel.server``; its reply, or None."""
+        code = (
+            "__import__('autograder.kernel.server').kernel.server.answer("
+            f"{base64.b64encode(request).decode()!r})"
+        )
+        original = self.nb.cells[index]
+        request_cell = nbformat.v4.new_code_cell(code)
+        self._verifying = True
+        try:
+            done = self.execute_cell(request_cell, index, store_history=False)
+        except CellTimeoutError:
+            self._halt(f"the kernel did not stop while the checks of {self._cell(index)} ran")
+            return None
+        except DeadKernelError:
+            self._halt(f"the kernel died while the checks of {self._cell(index)} ran")
+            return None
+        finally:
+            self._verifying = False
+            self.nb.cells[index] = original
+        replies = [o.data[MIME] for o in done.outputs if MIME in o.get("data", {})]
+        return replies[-1] if replies and isinstance(replies[-1], str) else None
+
     def _number(self, index: int) -> int:
-        """The cell's number as the learner counts them (verification cells left out)."""
-        probes = sum(1 for c in self.nb.cells[:index] if "mha_verify" in c.metadata)
-        return index + 1 - probes
+        """The cell's number as the learner counts them."""
+        return index + 1
 
     def _cell(self, index: int) -> str:
         """``cell 7 (`softmax`)``, or ``cell 8 (after `test_softmax`)`` for a learner's own cell."""
@@ -236,11 +248,8 @@ class GradingExecute(Execute):
         if msg["msg_type"] == "error":
             return super().output(outs, msg, display_id, cell_index)
         content = msg.get("content", {})
-        recording = content.get("data", {}).get(MIME)
-        if "mha_verify" in self.nb.cells[cell_index].metadata and recording is not None:
-            if len(str(recording)) > MAX_RECORDING_BYTES:  # refused by the grader, not kept
-                content["data"][MIME] = ""
-            return super().output(outs, msg, display_id, cell_index)  # the cap is not for it
+        if self._verifying:  # the kernel's reply to the grader: kept apart, capped by the grader
+            return super().output(outs, msg, display_id, cell_index)
         size = len(content.get("text", "")) + sum(
             len(str(v)) for v in content.get("data", {}).values()
         )

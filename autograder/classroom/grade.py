@@ -152,28 +152,22 @@ def _ignored(name: str) -> bool:
     return any(fnmatch.fnmatch(name, pattern) for pattern in IGNORED_FILES)
 
 
-def _check_modules(files: dict[str, bytes]) -> list[Path]:
-    """The ``autograder.checks`` files the assignment's notebooks import, directly or not."""
-    package = paths.REPO_ROOT / "autograder" / "checks"
-    todo = [package / "__init__.py"]
-    for name, data in files.items():
-        if name.endswith(".ipynb"):
-            found = re.findall(rb"autograder\.checks\.(\w+)", data)
-            todo += [package / f"{m.decode()}.py" for m in found]
-    seen: list[Path] = []
-    while todo:
-        path = todo.pop()
-        if path in seen or not path.is_file():
-            continue
-        seen.append(path)
-        for module in re.findall(r"^from \.(\w+) import", path.read_text(), re.MULTILINE):
-            todo.append(package / f"{module}.py")
-    return sorted(seen)
+def grading_code() -> list[Path]:
+    """Every file of the package that can decide a grade: checks, kernel, tools and their data,
+    helpers (everything but the benchmarks). Hashing all of it follows every real import."""
+    package = paths.REPO_ROOT / "autograder"
+    return sorted(
+        p
+        for p in package.rglob("*")
+        if p.is_file()
+        and "__pycache__" not in p.parts
+        and p.relative_to(package).parts[0] not in ("bench", "jupyter_config")
+        and p.suffix not in (".md", ".pyc")
+    )
 
 
 def grader_key(files: dict[str, bytes], options: Options) -> str:
     """What, besides the submission, decides its grade."""
-    checks = _check_modules(files) + [paths.REPO_ROOT / "autograder" / "checks" / "replay.py"]
     settings = {
         "version": CLASSROOM_VERSION,
         "cell_timeout": options.limits.cell_timeout_s,
@@ -183,7 +177,7 @@ def grader_key(files: dict[str, bytes], options: Options) -> str:
     h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
     for name, data in sorted(files.items()):
         h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
-    h.update(files_digest(checks).encode())
+    h.update(files_digest(grading_code()).encode())
     return h.hexdigest()
 
 
@@ -374,10 +368,16 @@ def _run_pool(todo, folder, scratch, template, fonts, iso, limits, options, jobs
     from autograder.classroom.pool import Pool
     from autograder.classroom.worker import RunConfig
 
-    modules = []
+    from autograder.classroom import kernel_package
+
+    modules, packages = [], {}
     for assignment in sorted({j.assignment for j in todo}):
         for nb in sorted((template / "source" / assignment).glob("*.ipynb")):
             modules += [m for m in warm_modules(nb) if m not in modules]
+            if options.verify:
+                package = kernel_package.build(folder.out / ".cache", nb.read_text())
+                packages[assignment] = str(package.resolve())
+    todo = sorted(todo, key=lambda j: (j.assignment, j.student))  # few package switches
     cfg = RunConfig(
         out=str(folder.out.resolve()),
         scratch=str(scratch),
@@ -388,6 +388,7 @@ def _run_pool(todo, folder, scratch, template, fonts, iso, limits, options, jobs
         verify=options.verify,
         font_cache=str(fonts) if fonts else None,
         modules=modules,
+        packages=packages,
     )
     config_path = scratch / "run.json"
     config_path.write_text(json.dumps(asdict(cfg)))

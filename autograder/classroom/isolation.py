@@ -42,6 +42,7 @@ class Limits:
     notebook_budget_s: int = 300
     output_bytes: int = 1 * MIB  # per cell; the rest is dropped with a note
     threads: int = 1
+    package: str = ""  # the folder holding the kernel's `autograder` (see kernel_package)
 
     @property
     def cpu_limit_s(self) -> int:
@@ -216,7 +217,7 @@ class Mounts:
         self.add("--dir", None, dest, perms)
 
 
-def _system(m: Mounts) -> None:
+def _system(m: Mounts, limits: Limits) -> None:
     for d in SYSTEM_DIRS:
         if os.path.islink(d):
             m.args += ["--symlink", os.readlink(d), d]
@@ -224,15 +225,18 @@ def _system(m: Mounts) -> None:
             m.add("--ro-bind", d, d)
     m.args += ["--proc", "/proc", "--dev", "/dev"]
     made = set()
-    for d in python_binds():
+    for d in python_binds(limits):
         m.add("--ro-bind", d, d)
         made.update(str(p) for p in Path(d).parents if Path("/tmp") in p.parents)
     for d in sorted(made):  # bwrap makes the folders above a bind world-writable
         m.args += ["--chmod", "0755", d]
 
 
-def python_binds() -> list[str]:
-    """Python, the environment and this package, bound read-only into every sandbox.
+def python_binds(limits: Limits) -> list[str]:
+    """Python, the environment and the kernel's package, bound read-only into every sandbox.
+
+    The kernel's package is ``limits.package`` when set (the answer-free tree of
+    :mod:`.kernel_package`, and then the real package is not bound at all), else this package.
 
     They may live under ``/tmp`` (a clone there): bound after the sandbox's own ``/tmp``, and
     spared by the forkserver when it empties ``/tmp`` between kernels.
@@ -244,7 +248,7 @@ def python_binds() -> list[str]:
         for d in sorted(python_dirs)
         if not any(str(d).startswith(s + "/") or str(d) == s for s in SYSTEM_DIRS)
     ]
-    binds.append(str(PACKAGE_DIR))
+    binds.append(limits.package or str(PACKAGE_DIR))
     if str(Path(sys.prefix)) != str(Path(sys.prefix).resolve()):
         binds.append(sys.prefix)
     return binds
@@ -266,6 +270,8 @@ def kernel_env(limits: Limits, passed: dict[str, str] | None = None) -> dict[str
         "OMP_NUM_THREADS": str(limits.threads),
         "MKL_NUM_THREADS": str(limits.threads),
     }
+    if limits.package:
+        env["PYTHONPATH"] = limits.package
     for name in ENV_PASSED:
         if passed and name in passed:
             env[name] = passed[name]
@@ -292,7 +298,7 @@ def bwrap_argv(
     assert iso.bwrap
     m = Mounts()
     m.tmpfs("/tmp", limits.tmpfs, perms="1777")  # first: later binds may lie under /tmp
-    _system(m)
+    _system(m, limits)
     for d in ("/tmp/home", "/tmp/mpl", "/tmp/ipython"):
         m.dir(d)
     if font_cache:

@@ -107,7 +107,7 @@ class ZygoteServer:
         )
         command = [sys.executable, "-m", "autograder.classroom.zygote"]
         command += [json.dumps(self.modules), str(self.workroot)]
-        command.append(json.dumps([str(self.runtime), str(self.inbox), *python_binds()]))
+        command.append(json.dumps([str(self.runtime), str(self.inbox), *python_binds(self.limits)]))
         return prlimit_argv(self.iso, own_limits) + sandbox + command
 
     def launch(self) -> None:

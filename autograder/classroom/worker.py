@@ -12,6 +12,7 @@ Afterwards it deletes the submission from its private course, so nothing carries
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -35,7 +36,6 @@ from nbgrader.preprocessors import (
 from traitlets.config import Config
 
 from autograder import nbcell
-from autograder.checks.replay import replay_cell
 from autograder.classroom.execute import GradingExecute, RunRecords
 from autograder.classroom.feedback import ClassroomFeedback
 from autograder.classroom.files import copy_atomic, write_json
@@ -68,6 +68,7 @@ class RunConfig:
     verify: bool = True
     font_cache: str | None = None
     modules: list[str] = field(default_factory=list)
+    packages: dict[str, str] = field(default_factory=dict)  # assignment -> kernel package
 
     @classmethod
     def load(cls, path: Path) -> RunConfig:
@@ -142,13 +143,17 @@ def cell_result(grade, cell) -> dict:
 
 
 def verdict(
-    grade_id: str, check: str, problem: str | None, suspicious: bool
+    grade_id: str, check: str, problem: str | None, suspicious: bool, verifying: bool = True
 ) -> tuple[str | None, str | None, str | None]:
-    """What a passed cell's re-check means: (withdrawn as, why, flag for a person), each or None."""
-    if check == "unverified" and suspicious:
-        # No re-check, and code a person must look at: the points wait for them.
-        problem = f"not verified outside the kernel ({problem}) in a notebook flagged "
-        problem += "for a person to look at, who may award the points"
+    """What a passed cell's re-check means: (withdrawn as, why, flag for a person), each or None.
+
+    While verifying, the kernel's checks are stand-ins that always pass, so a cell the grader
+    could not verify has earned nothing yet: its points wait for a person.
+    """
+    if check == "unverified" and (suspicious or verifying):
+        where = " in a notebook flagged for a person to look at" if suspicious else ""
+        problem = f"not verified outside the kernel ({problem}){where}: withheld until a person "
+        problem += "awards the points"
         return "withheld", problem, f"{grade_id}: withheld ({problem})"
     if check == "unverified":
         return None, None, f"{grade_id}: not verified outside the kernel ({problem})"
@@ -188,6 +193,9 @@ class Worker:
         shutil.rmtree(self.root, ignore_errors=True)
         self.root.mkdir(parents=True)
         self.uid = kernel_uid(index) if self.iso.switches_uid else None
+        self.assignment = min(cfg.packages, default=None)  # jobs come sorted by assignment
+        if self.assignment is not None:
+            self.limits = dataclasses.replace(self.limits, package=cfg.packages[self.assignment])
         self.runtime = prepare_runtime(self.root / "k")
         if self.uid is not None:
             os.chown(self.runtime, self.uid, self.uid)
@@ -209,6 +217,7 @@ class Worker:
             )
             self.zygote.launch()
         shutil.copytree(cfg.template, self.root / "course")
+        self.font_cache = font_cache
         jupyter = self.root / "jupyter"
         write_kernelspec(jupyter, self.iso, self.limits, self.uid, font_cache)
         os.environ["JUPYTER_PATH"] = str(jupyter)
@@ -271,7 +280,9 @@ class Worker:
         result["notes"] += prepare(Path(job["folder"]), expected, submitted)
         lap("prepare")
         self.records.clear()
-        if self.zygote is not None and not self.zygote.alive():
+        if self._use_package_of(assignment) or (
+            self.zygote is not None and not self.zygote.alive()
+        ):
             self._restart_forkserver()
         outcome = self.run.autograde(assignment, student)
         lap("autograde")
@@ -326,7 +337,7 @@ class Worker:
             if entry["passed"]:
                 entry["check"], problem = self._recheck(cell, grade.name, run)
                 withdrawn_as, message, flag = verdict(
-                    grade.name, entry["check"], problem, bool(suspicious)
+                    grade.name, entry["check"], problem, bool(suspicious), self.cfg.verify
                 )
                 if withdrawn_as:
                     changed |= _withdraw(grade, entry, cell, message, withdrawn_as)
@@ -347,13 +358,28 @@ class Worker:
         return summary, flags + suspicious, notes
 
     def _recheck(self, cell, grade_id, run) -> tuple[str, str | None]:
-        """Replay the test cell's checks on its recording: verified, refuted (why) or unverified."""
+        """What verifying the passed cell found: verified, refuted (why) or unverified (why)."""
         if not self.cfg.verify:
             return "unverified", "re-checks are off"
         if cell is None:
             return "refuted", "the test cell was not found"
-        verdict = replay_cell(cell.source, run.get("dumps", {}).get(grade_id))
-        return verdict.status, verdict.message or None
+        found = run.get("verdicts", {}).get(grade_id)
+        if not found:
+            return "refuted", run.get("stopped") or "the checks could not be run on your code"
+        status, message = found
+        return status, message or None
+
+    def _use_package_of(self, assignment: str) -> bool:
+        """Give kernels the assignment's answer-free package; True if the forkserver must restart."""
+        package = self.cfg.packages.get(assignment)
+        if package is None or package == self.limits.package:
+            return False
+        self.assignment = assignment
+        self.limits = dataclasses.replace(self.limits, package=package)
+        write_kernelspec(self.root / "jupyter", self.iso, self.limits, self.uid, self.font_cache)
+        if self.zygote is not None:
+            self.zygote.limits = self.limits
+        return self.zygote is not None
 
     def _publish(self, assignment, student, expected, folder: Path) -> None:
         """Copy what the instructor keeps into the output folder, one atomic file at a time."""

@@ -24,6 +24,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .codec import encode_tensor, encode_value, map_tree, own_tensors
 
 _TORCH_DIR = torch.__file__.rsplit("/", 1)[0]
+FLAGS = ("stub", "shape_error", "stub_where", "stub_depth")  # what an error's record says
 
 
 def _is_stub(exc: NotImplementedError) -> bool:
@@ -51,7 +52,9 @@ def invoke(fn: Callable[..., Any], args: tuple, kwargs: dict) -> tuple:
                 return ("check_failure", str(exc))
         except NotImplementedError as exc:
             if _is_stub(exc):
-                return ("error", type(exc).__name__, str(exc), {"stub": True})
+                frames = traceback.extract_tb(exc.__traceback__)
+                where = {"stub_where": frames[-1].name, "stub_depth": len(frames)}
+                return ("error", type(exc).__name__, str(exc), {"stub": True} | where)
             error = exc
         except Exception as exc:  # any learner error becomes feedback
             error = exc
@@ -180,6 +183,8 @@ def _tensor_image(t: torch.Tensor, refs: Refs) -> dict:
 
 def encode_result(value: Any, refs: Refs, new_module: Callable[[torch.nn.Module], str]) -> Any:
     """The outcome's value: tensors as refs (or by value), modules by state and a new id."""
+    if isinstance(value, torch.Tensor) and type(value) not in (torch.Tensor, torch.nn.Parameter):
+        return {"plain": {"opaque": type(value).__name__}}
     if isinstance(value, torch.Tensor):
         return {"tensor": _tensor_image(value, refs)}
     if isinstance(value, torch.nn.Module):
@@ -205,12 +210,16 @@ def record_call(
     entry: dict = {"inputs": {path: refs.register(t) for path, t in inputs}}
     with _Functions(functions), _Tracer(refs, ops):
         outcome = invoke(fn, args, kwargs)
+    if outcome[0] == "error" and "Creating a new Tensor subclass" in str(outcome[2]):
+        # A tensor subclass (PyTorch's CausalBias) cannot be built under a dispatch mode: run
+        # the call again untraced; its result travels as the subclass's name only.
+        outcome, ops = invoke(fn, args, kwargs), []
     entry["ops"] = ops
     entry["functions"] = sorted(functions)[:200]
     if outcome[0] == "ok":
         entry["outcome"] = ["ok", encode_result(outcome[1], refs, new_module)]
     elif outcome[0] == "error":
-        flags = {k: v for k, v in outcome[3].items() if k in ("stub", "shape_error")}
+        flags = {k: v for k, v in outcome[3].items() if k in FLAGS}
         entry["outcome"] = ["error", outcome[1], str(outcome[2])[:300], flags]
     else:
         entry["outcome"] = [outcome[0], str(outcome[1])[:600]]

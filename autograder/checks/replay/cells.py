@@ -8,8 +8,8 @@ learner code. The check's own verdict is the cell's: a :class:`CheckFailure` ref
 check's sentence, a record the grader cannot recompute refutes it with the reason.
 
 Checks that cannot be verified this way (their result is written behind PyTorch's back) are named
-by their module's ``UNVERIFIABLE``; each check module may also restrict the operators of its
-checks (``OPERATORS``, see :mod:`.operators`).
+by their module's ``UNVERIFIABLE``; a check module may also set the operators its checks allow
+(``OPERATORS``, see :mod:`.operators`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 from autograder.kernel import server
 from autograder.kernel.codec import ReplayError, decode_value
@@ -84,8 +85,9 @@ def find_check(name: str) -> Callable:
 
 
 def allowed_operators(name: str) -> frozenset[str]:
-    """The ATen operators learner code may run under the check ``name``."""
-    return getattr(_module_of(name), "OPERATORS", {}).get(name, operators.DEFAULT)
+    """The ATen operators learner code may run under the check ``name``: its module's
+    ``OPERATORS``, else :data:`.operators.DEFAULT`."""
+    return getattr(_module_of(name), "OPERATORS", operators.DEFAULT)
 
 
 def unverifiable(name: str) -> str | None:
@@ -125,7 +127,20 @@ class InProcessKernel:
         self.namespace = namespace
 
     def __call__(self, request: bytes) -> str:
-        return server.reply(request, self.namespace)
+        with _disable_current_modes(), _no_function_modes():  # a kernel has none of the grader's
+            return server.reply(request, self.namespace)
+
+
+@contextlib.contextmanager
+def _no_function_modes() -> Iterator[None]:
+    modes = [
+        torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack())
+    ]
+    try:
+        yield
+    finally:
+        for mode in reversed(modes):
+            torch._C._push_on_torch_function_stack(mode)
 
 
 def verify_cell(source: str, kernel: Callable[[bytes], str | None]) -> Verdict:

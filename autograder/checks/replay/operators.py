@@ -4,10 +4,10 @@
 operator PyTorch tags *pointwise*), views and copies, reductions, matrix products, comparisons,
 indexing, masks and factories. Fused operators (built-in softmax, attention kernels, native
 multi-head attention, masked softmax, layer norms, ...) are in none of the groups, so a check
-sees them only where a notebook adds them on purpose: :data:`SOFTMAX` from notebook 02 on,
-:data:`SDPA` where PyTorch's attention is the point. Each check module says which set each of its
-checks allows (``OPERATORS``); a check it does not name allows :data:`BY_HAND` and
-:data:`SOFTMAX`.
+sees them only where a notebook adds them on purpose: :data:`SOFTMAX` (with the losses built
+on it) everywhere, since notebook 01's own rules name it; :data:`SDPA` where PyTorch's attention
+is allowed; :data:`MODEL` where learner code runs the tiny transformer. A check module sets
+what its checks allow in ``OPERATORS``; :data:`DEFAULT` otherwise.
 """
 
 from __future__ import annotations
@@ -22,7 +22,11 @@ _copy_from _copy_from_and_resize resize_ empty_like zeros_like ones_like full_li
 randn_like new_empty new_zeros new_ones new_full new_empty_strided masked_fill masked_fill_
 where index index_select gather scatter scatter_add index_put index_put_ index_add index_copy
 masked_scatter masked_select nonzero take take_along_dim fill fill_ zero_ tril triu tril_
-triu_ set_ _local_scalar_dense item lift _has_compatible_shallow_copy_type"""
+triu_ set_ _local_scalar_dense item lift _has_compatible_shallow_copy_type numpy_T mT mH
+adjoint embedding embedding_dense_backward one_hot floor_divide remainder fmod searchsorted
+bucketize unique_consecutive _unique2 bincount histc meshgrid broadcast_to atleast_2d unsqueeze_
+squeeze_ transpose_ t_ as_strided_ detach_ index_fill index_fill_ scatter_ scatter_add_
+gather_backward masked_scatter_ index_add_ index_copy_ put_ clamp_ copysign"""
 _REDUCTIONS = """sum mean amax amin max min argmax argmin prod cumsum cumprod logsumexp var std
 var_mean std_mean norm linalg_vector_norm all any count_nonzero sort argsort topk kthvalue
 median nansum nanmean aminmax sum_to_size"""
@@ -32,6 +36,8 @@ _FACTORIES = """zeros ones full empty empty_strided arange linspace eye scalar_t
 randint randperm normal normal_ uniform_ bernoulli bernoulli_ _to_dense tensor"""
 _GRADIENTS = """threshold_backward sigmoid_backward tanh_backward _softmax_backward_data
 _log_softmax_backward_data"""
+_LOSSES = """nll_loss_forward nll_loss_backward nll_loss nll_loss2d_forward mse_loss
+mse_loss_backward binary_cross_entropy"""
 
 
 def _names(text: str) -> frozenset[str]:
@@ -52,7 +58,7 @@ def _pointwise() -> frozenset[str]:
 
 
 BY_HAND = _pointwise() | _names(" ".join((_VIEWS, _REDUCTIONS, _PRODUCTS, _FACTORIES, _GRADIENTS)))
-SOFTMAX = _names("_softmax _log_softmax _safe_softmax softmax log_softmax")
+SOFTMAX = _names("_softmax _log_softmax _safe_softmax softmax log_softmax " + _LOSSES)
 SDPA = _names(
     """scaled_dot_product_attention _scaled_dot_product_attention_math
     _scaled_dot_product_flash_attention _scaled_dot_product_flash_attention_for_cpu
@@ -62,6 +68,11 @@ SDPA = _names(
     _scaled_dot_product_flash_attention_backward _scaled_dot_product_efficient_attention_backward"""
 )
 DEFAULT = BY_HAND | SOFTMAX
+# What the tiny transformer of notebook 07 runs besides attention.
+MODEL = _names(
+    """native_layer_norm native_layer_norm_backward layer_norm native_dropout
+    native_dropout_backward dropout gelu gelu_backward"""
+)
 
 # Fused kernels no check allows: named here only so that the refusal can say what they are.
 FUSED = _names(

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import _disable_current_modes
 
 from autograder.kernel.codec import (
     ReplayError,
@@ -37,7 +36,7 @@ from autograder.kernel.codec import (
 from autograder.torch_helpers import note_claimed_calls
 
 from . import operators
-from .rerun import Rerun, ref_number
+from .rerun import Rerun, quiet, ref_number
 
 MAX_REPLY_BYTES = 64 * 1024**2
 
@@ -107,13 +106,6 @@ def active(session: Session) -> Iterator[Session]:
         yield session
     finally:
         _SESSION = outer
-
-
-@contextlib.contextmanager
-def quiet() -> Iterator[None]:
-    """No dispatch or torch-function mode sees the grader's own bookkeeping."""
-    with _disable_current_modes(), torch._C.DisableTorchFunction():
-        yield
 
 
 def intercept(fn: Callable, args: tuple, kwargs: dict, invoke: Callable) -> tuple:
@@ -208,7 +200,7 @@ def _remote(session: Session, fn, args, kwargs) -> tuple:
         request = _request(session, fn, args, kwargs, modules)
         watched = list(session.modules)
         inputs = dict(given + watched_inputs(session.modules))
-        record = session.ask(request).get("record")
+    record = session.ask(request).get("record")
     if not isinstance(record, dict):
         raise ReplayError("the kernel's reply is malformed")
     rerun = session.rerun
@@ -231,25 +223,33 @@ def _outcome(session: Session, outcome: Any, has_inputs: bool) -> tuple:
     if not isinstance(outcome, list) or not outcome:
         raise ReplayError("the kernel's record is malformed")
     if outcome[0] == "ok" and len(outcome) == 2:
-        return ("ok", _result(session, outcome[1], has_inputs))
+        leaves: list = []
+        value = _result(session, outcome[1], has_inputs, leaves)
+        independent = not any(derived for _, derived in leaves) and not session.rerun.read_inputs
+        if has_inputs and leaves and independent:
+            if any(t.is_floating_point() and t.numel() > 1 for t, _ in leaves):
+                raise ReplayError("your result does not depend on the inputs it was given")
+        return ("ok", value)
     if outcome[0] == "check_failure" and len(outcome) == 2 and isinstance(outcome[1], str):
         return ("check_failure", outcome[1][:600])
     if outcome[0] == "error" and len(outcome) == 4 and isinstance(outcome[3], dict):
         flags = {k: bool(outcome[3].get(k)) for k in ("stub", "shape_error")}
+        flags["stub_where"] = str(outcome[3].get("stub_where", ""))[:80]
+        depth = outcome[3].get("stub_depth", 0)
+        flags["stub_depth"] = depth if type(depth) is int else 0
         flags["exception"] = rebuilt_exception(str(outcome[1])[:80], str(outcome[2])[:300])
         return ("error", str(outcome[1])[:80], str(outcome[2])[:300], flags)
     raise ReplayError("the kernel's record is malformed")
 
 
-def _result(session: Session, obj: Any, has_inputs: bool) -> Any:
+def _result(session: Session, obj: Any, has_inputs: bool, leaves: list) -> Any:
+    """The recorded result, rebuilt; ``leaves`` gets (tensor, depends on an input) for each."""
     if not isinstance(obj, dict) or len(obj) not in (1, 2):
         raise ReplayError("the kernel's recorded result is malformed")
     rerun = session.rerun
     if "tensor" in obj:
         t = rerun.tensor(obj["tensor"], has_inputs, "your result")
-        if has_inputs and t.is_floating_point() and t.numel() > 1:
-            if not rerun.from_inputs(obj["tensor"]):
-                raise ReplayError("your result does not depend on the inputs it was given")
+        leaves.append((t, rerun.from_inputs(obj["tensor"])))
         return t
     if "module" in obj and isinstance(obj.get("mid"), str):
         module = _build_module(obj["module"], rerun, has_inputs)
@@ -261,7 +261,7 @@ def _result(session: Session, obj: Any, has_inputs: bool) -> Any:
         key = "tuple" if "tuple" in obj else "list"
         if not isinstance(obj[key], list):
             raise ReplayError("the kernel's recorded result is malformed")
-        items = [_result(session, x, has_inputs) for x in obj[key]]
+        items = [_result(session, x, has_inputs, leaves) for x in obj[key]]
         return tuple(items) if key == "tuple" else items
     if "plain" in obj:
         return decode_value(obj["plain"])
