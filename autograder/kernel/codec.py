@@ -111,17 +111,21 @@ def decode_tensor(obj: Any) -> torch.Tensor:
     if not isinstance(obj, dict) or not isinstance(obj.get("shape"), list):
         raise ReplayError("a recorded tensor is malformed")
     dtype = dtype_named(obj.get("dtype", ""))
-    if dtype is None or obj.get("data") is None or obj.get("device") not in ("cpu", "meta"):
+    if dtype is not None and obj.get("device") == "meta":  # no values: it carries nothing
+        try:
+            return torch.empty([int(n) for n in obj["shape"]], dtype=dtype, device="meta")
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise ReplayError("a recorded tensor is malformed") from err
+    if dtype is None or obj.get("data") is None or obj.get("device") != "cpu":
         raise ReplayError("a tensor the call used cannot be recomputed (too large or not on cpu)")
     try:
         shape = [int(n) for n in obj["shape"]]
         if math.prod(shape) != len(obj["data"]) or len(obj["data"]) > MAX_ELEMENTS:
             raise ValueError("size")
         data = [float(x) for x in obj["data"]]
-        t = torch.tensor(data, dtype=torch.float64).reshape(shape).to(dtype)
+        return torch.tensor(data, dtype=torch.float64).reshape(shape).to(dtype)
     except (TypeError, ValueError, RuntimeError, OverflowError) as err:
         raise ReplayError("a recorded tensor is malformed") from err
-    return t.to("meta") if obj["device"] == "meta" else t
 
 
 def map_tree(tree: Any, one: Callable[[Any], Any]) -> Any:

@@ -26,7 +26,8 @@ triu_ set_ _local_scalar_dense item lift _has_compatible_shallow_copy_type numpy
 adjoint embedding embedding_dense_backward one_hot floor_divide remainder fmod searchsorted
 bucketize unique_consecutive _unique2 bincount histc meshgrid broadcast_to atleast_2d unsqueeze_
 squeeze_ transpose_ t_ as_strided_ detach_ index_fill index_fill_ scatter_ scatter_add_
-gather_backward masked_scatter_ index_add_ index_copy_ put_ clamp_ copysign"""
+gather_backward masked_scatter_ index_add_ index_copy_ put_ clamp_ copysign is_nonzero equal
+is_same_size allclose isclose"""
 _REDUCTIONS = """sum mean amax amin max min argmax argmin prod cumsum cumprod logsumexp var std
 var_mean std_mean norm linalg_vector_norm all any count_nonzero sort argsort topk kthvalue
 median nansum nanmean aminmax sum_to_size"""
@@ -80,3 +81,29 @@ FUSED = _names(
     native_layer_norm layer_norm native_dropout _flash_attention_forward
     _efficient_attention_forward _triton_multi_head_attention"""
 )
+
+
+def allows(allowed: frozenset[str], name: str) -> bool:
+    """Whether ``name`` may run: listed, or the backward pass of an operator that is.
+
+    Backward operators (``select_backward``, ``native_layer_norm_backward``...) run when learner
+    code calls ``.backward()``; each is allowed where its forward operator is.
+    """
+    if name in allowed:
+        return True
+    for suffix in ("_backward_data", "_backward"):
+        if name.endswith(suffix):
+            forward = name.removesuffix(suffix)
+            return forward in allowed or forward.removeprefix("aten::") in _GRADIENT_ONLY
+    return False
+
+
+_GRADIENT_ONLY = {
+    "select",
+    "slice",
+    "index_select",
+    "diagonal",
+    "as_strided",
+    "unfold",
+    "embedding_dense",
+}
