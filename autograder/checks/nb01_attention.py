@@ -40,6 +40,17 @@ from ._core import (
     rows_sum_to_one,
 )
 
+#: Learner-importable names that would compute this notebook's graded answers. In the grading
+#: sandbox of any notebook whose test cells use these checks, they keep their names but raise.
+ANSWERS_IN_TOOLS: dict[str, str] = {
+    "autograder.tools.nb06_gpu_timing.naive_attention": (
+        "the shapes and matches-torch cells: out, and weights from identity values"
+    ),
+    "autograder.tools.nb03_masks.sdpa_weights": (
+        "the mask cell: PyTorch's masked weights, out = weights @ v"
+    ),
+}
+
 SOFTMAX = "softmax"
 SDPA = "scaled_dot_product_attention"
 _SOFTMAX_BUILTINS = (

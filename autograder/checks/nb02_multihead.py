@@ -42,6 +42,21 @@ from ._core import (
     rows_sum_to_one,
 )
 
+#: Learner-importable names that would compute this notebook's graded answers. In the grading
+#: sandbox of any notebook whose test cells use these checks, they keep their names but raise.
+ANSWERS_IN_TOOLS: dict[str, str] = {
+    "autograder.tools.modules.TorchMultiHeadAttention": (
+        "MultiHeadAttention: the structure, matches-torch and mask cells"
+    ),
+    "autograder.tools.nb05_parallel_heads._split": "split_heads",
+    "autograder.tools.tiny_model.TinyTransformer": (
+        "hands out TorchMultiHeadAttention (its default attention class)"
+    ),
+    "autograder.tools.tiny_model.load_checkpoint": (
+        "hands out TorchMultiHeadAttention: type(load_checkpoint().blocks[0].attn)"
+    ),
+}
+
 SPLIT = "split_heads"
 MERGE = "merge_heads"
 MHA = "MultiHeadAttention"

@@ -41,6 +41,14 @@ from ._core import (
     randn,
 )
 
+#: Learner-importable names that would compute this notebook's graded answers. In the grading
+#: sandbox of any notebook whose test cells use these checks, they keep their names but raise.
+ANSWERS_IN_TOOLS: dict[str, str] = {
+    "autograder.tools.nb03_masks.top_left_causal": (
+        "causal_mask, as top_left_causal(S, S)[S - T:]; the causal half of attention_mask"
+    ),
+}
+
 CAUSAL = "causal_mask"
 PADDING = "padding_mask"
 ATTENTION = "attention_mask"

@@ -46,6 +46,18 @@ from .replay import operators
 #: GQA is often written on PyTorch's attention (enable_gqa=True).
 OPERATORS = operators.DEFAULT | operators.SDPA
 
+#: Learner-importable names that would compute this notebook's graded answers. In the grading
+#: sandbox of any notebook whose test cells use these checks, they keep their names but raise.
+ANSWERS_IN_TOOLS: dict[str, str] = {
+    "autograder.tools.nb04_gqa.TorchGroupedQueryAttention": (
+        "GroupedQueryAttention: the structure, matches-torch, cache and decoding cells"
+    ),
+    "autograder.tools.nb04_gqa.TinyDecoder": (
+        "hands out TorchGroupedQueryAttention (its default attention class)"
+    ),
+    "autograder.tools.nb04_gqa.meta_cache": "kv_cache_bytes, as cache_nbytes(meta_cache(...))",
+}
+
 REPEAT = "repeat_kv"
 GQA = "GroupedQueryAttention"
 FORWARD = f"{GQA}.forward"

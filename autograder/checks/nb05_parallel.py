@@ -44,6 +44,33 @@ from .replay import operators
 #: a head may be computed with PyTorch's attention.
 OPERATORS = operators.DEFAULT | operators.SDPA
 
+#: Learner-importable names that would compute this notebook's graded answers. In the grading
+#: sandbox of any notebook whose test cells use these checks, they keep their names but raise.
+ANSWERS_IN_TOOLS: dict[str, str] = {
+    "autograder.tools.nb05_parallel_heads.loop_heads": (
+        "mha_sequential: its two cells and its half of the same-FLOPs cell"
+    ),
+    "autograder.tools.nb05_parallel_heads.batched_heads": (
+        "mha_parallel: its two cells and its half of the same-FLOPs cell"
+    ),
+    "autograder.tools.nb05_parallel_heads.fused_heads": (
+        "mha_parallel (SDPA is allowed there), as batched_heads does"
+    ),
+    "autograder.tools.nb05_parallel_heads.IMPLEMENTATIONS": (
+        "holds loop_heads, batched_heads and fused_heads"
+    ),
+    "autograder.tools.nb05_parallel_heads._split": "part of mha_parallel: the head split",
+    "autograder.tools.nb06_gpu.attention_flops": (
+        "part of attention_flops: the 4·B·T²·C of the attention products"
+    ),
+    "autograder.tools.nb08_flashcards.DECK": (
+        "quiz q1 and q3 in words, and the 5·nh + 1 and 6 of the matmul predictions"
+    ),
+    "autograder.tools.nb08_flashcards.deck_markdown": "prints DECK",
+    "autograder.tools.nb08_flashcards.Schedule": "holds DECK (its default deck)",
+    "autograder.tools.nb08_flashcards.flashcard_widget": "holds DECK (its default deck)",
+}
+
 SEQ, PAR, FLOPS = "mha_sequential", "mha_parallel", "attention_flops"
 _GRAD_MODES = {"no_grad": torch.no_grad, "inference_mode": torch.inference_mode}
 

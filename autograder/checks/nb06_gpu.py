@@ -46,6 +46,17 @@ UNVERIFIABLE = {
     "check_triton_causal": "a Triton kernel writes its output without an operator PyTorch sees",
 }
 
+#: Learner-importable names that would compute this notebook's graded answers. In the grading
+#: sandbox of any notebook whose test cells use these checks, they keep their names but raise.
+ANSWERS_IN_TOOLS: dict[str, str] = {
+    "autograder.tools.nb06_gpu_timing.naive_attention": (
+        "tiled_attention's values, causal and no-SDPA cells; both triton_attention cells"
+    ),
+    "autograder.tools.nb06_gpu_timing.sdpa": (
+        "the non-causal values cells of tiled_attention and triton_attention"
+    ),
+}
+
 TILED = "tiled_attention"
 TRITON = "triton_attention"
 _SDPA_OPS = (

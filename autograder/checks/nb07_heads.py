@@ -44,6 +44,20 @@ from .replay import operators
 #: the learner's functions run the tiny transformer.
 OPERATORS = operators.DEFAULT | operators.SDPA | operators.MODEL
 
+#: Learner-importable names that would compute this notebook's graded answers. In the grading
+#: sandbox of any notebook whose test cells use these checks, they keep their names but raise.
+ANSWERS_IN_TOOLS: dict[str, str] = {
+    "autograder.tools.nb07_head_stats.entropy": "head_entropy: both cells",
+    "autograder.tools.nb07_head_stats.previous_token": "previous_token_score: both cells",
+    "autograder.tools.nb07_head_stats.ablation_importance": "head_importance: both cells",
+    "autograder.tools.nb07_head_stats.pruning_curve": (
+        "head_importance of one head: loss[1] - loss[0] with the order [h]"
+    ),
+    "autograder.tools.nb07_head_stats.pruning_study": (
+        "head_importance of one head, from the first step of an order"
+    ),
+}
+
 ENTROPY = "head_entropy"
 PREVIOUS = "previous_token_score"
 IMPORTANCE = "head_importance"

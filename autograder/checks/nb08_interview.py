@@ -35,6 +35,35 @@ from autograder.torch_helpers import one_thread
 
 from ._core import fail
 
+#: Learner-importable names that would compute this notebook's graded answers. In the grading
+#: sandbox of any notebook whose test cells use these checks, they keep their names but raise.
+ANSWERS_IN_TOOLS: dict[str, str] = {
+    "autograder.tools.nb08_flashcards.DECK": (
+        "every number and choice, on the card backs (matmuls_loop via 5·nh + 1)"
+    ),
+    "autograder.tools.nb08_flashcards.deck_markdown": "prints DECK",
+    "autograder.tools.nb08_flashcards.Schedule": "holds DECK (its default deck)",
+    "autograder.tools.nb08_flashcards.flashcard_widget": "holds DECK (its default deck)",
+    "autograder.tools.modules.TorchMultiHeadAttention": (
+        "params_gpt2_small, params_mha and flops, measured on the meta device"
+    ),
+    "autograder.tools.nb04_gqa.TorchGroupedQueryAttention": (
+        "params_gqa, counted on the meta device"
+    ),
+    "autograder.tools.nb04_gqa.meta_cache": (
+        "kv_bytes_per_token, as cache_nbytes(meta_cache(80, 8, 128, 1))"
+    ),
+    "autograder.tools.nb06_gpu.attention_flops": (
+        "part of flops: the 4·B·T²·C of the attention products"
+    ),
+    "autograder.tools.nb05_parallel_heads.loop_heads": "matmuls_loop, counted with count_ops",
+    "autograder.tools.nb05_parallel_heads.IMPLEMENTATIONS": "holds loop_heads",
+    "autograder.tools.timing.count_ops": (
+        "matmuls_loop and matmuls_packed, counted on loop_heads or nn.MultiheadAttention"
+    ),
+    "autograder.tools.timing.OpCounter": "the counter behind count_ops",
+}
+
 _PRODUCTS = {torch.ops.aten.mm, torch.ops.aten.addmm, torch.ops.aten.bmm, torch.ops.aten.baddbmm}
 SALT = "mha-course/08-interview-prep"
 
