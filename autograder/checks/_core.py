@@ -100,18 +100,21 @@ def call(
     kwargs: Mapping[str, Any] | None = None,
     hint: str = "",
     stub_inside: str = "",
+    patches: Mapping[str, Any] | None = None,
 ) -> Any:
     """Call learner code with warnings silenced; turn any exception into a :class:`CheckFailure`.
 
     ``hint`` (what to look at) is added to the message when the call fails on shapes (a
     ``RuntimeError`` or ``IndexError``); otherwise a hint matching PyTorch's message, if any.
     ``stub_inside`` is the message when the call reached an unfinished ``__init__`` or
-    ``forward`` of another exercise (a class the function builds).
+    ``forward`` of another exercise (a class the function builds). ``patches`` maps dotted names
+    to the values they return during the call (``{"torch.cuda.is_available": True}``), in the
+    process where the learner's code runs.
     This is the one place where checks run learner code: during classroom verification
     :mod:`.replay.remote` sends the call to the learner's kernel and recomputes what comes back.
     """
     __tracebackhide__ = True
-    outcome = replay.intercept(fn, tuple(args), dict(kwargs or {}), invoke)
+    outcome = replay.intercept(fn, tuple(args), dict(kwargs or {}), invoke, dict(patches or {}))
     if outcome[0] == "ok":
         return outcome[1]
     if outcome[0] == "check_failure":

@@ -18,7 +18,6 @@ only) to say which part of the loop is at fault.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from unittest import mock
 
 import torch
 
@@ -79,14 +78,14 @@ def check_get_device(get_device: Callable, *, seed: int = 0, thorough: bool = Fa
     __tracebackhide__ = True
     for cuda, mps, want in ((True, True, "cuda"), (False, True, "mps"), (False, False, "cpu")):
         current = torch.device(want) if want != "cpu" else None
-        with (
-            mock.patch("torch.cuda.is_available", return_value=cuda),
-            mock.patch("torch.cuda.device_count", return_value=int(cuda)),
-            mock.patch("torch.backends.mps.is_available", return_value=mps),
-            mock.patch("torch.accelerator.is_available", return_value=cuda or mps),
-            mock.patch("torch.accelerator.current_accelerator", return_value=current),
-        ):
-            got = call(get_device, "get_device")
+        machine = {
+            "torch.cuda.is_available": cuda,
+            "torch.cuda.device_count": int(cuda),
+            "torch.backends.mps.is_available": mps,
+            "torch.accelerator.is_available": cuda or mps,
+            "torch.accelerator.current_accelerator": current,
+        }
+        got = call(get_device, "get_device", patches=machine)
         if isinstance(got, str):
             fail(f"`get_device` returned the string {got!r}: return torch.device({got!r}).")
         if not isinstance(got, torch.device):

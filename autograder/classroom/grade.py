@@ -19,7 +19,6 @@ import fnmatch
 import hashlib
 import json
 import os
-import re
 import shutil
 import signal
 import sys
@@ -364,11 +363,10 @@ def _font_cache_in_background(folder: Path):
 
 
 def _run_pool(todo, folder, scratch, template, fonts, iso, limits, options, jobs_n, summary):
+    from autograder.classroom import kernel_package
     from autograder.classroom.kernels import warm_modules
     from autograder.classroom.pool import Pool
     from autograder.classroom.worker import RunConfig
-
-    from autograder.classroom import kernel_package
 
     modules, packages = [], {}
     for assignment in sorted({j.assignment for j in todo}):

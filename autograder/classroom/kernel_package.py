@@ -32,7 +32,7 @@ from autograder import paths
 PACKAGE = paths.REPO_ROOT / "autograder"
 COPIED = ("__init__.py", "torch_helpers.py", "kernel", "tools", "classroom/zygote.py")
 
-CHECKS_STUB = '''"""Stand-ins for the checks in a grading kernel: the grader runs the real ones itself."""
+CHECKS_STUB = '''"""Stand-ins for the checks in a grading kernel: the grader runs the real ones."""
 
 
 class CheckFailure(AssertionError):
@@ -143,7 +143,7 @@ def build(cache: Path, notebook_source: str) -> Path:
         (building / "autograder" / "checks" / f"{name}.py").write_text(
             "from autograder.checks import CheckFailure, __getattr__  # noqa: F401\n"
         )
-    for folder, dirs, files in os.walk(building):
+    for folder, _, files in os.walk(building):
         os.chmod(folder, 0o755)
         for f in files:
             os.chmod(Path(folder) / f, 0o644)

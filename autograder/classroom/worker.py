@@ -370,7 +370,7 @@ class Worker:
         return status, message or None
 
     def _use_package_of(self, assignment: str) -> bool:
-        """Give kernels the assignment's answer-free package; True if the forkserver must restart."""
+        """Give kernels the assignment's answer-free package; True: restart the forkserver."""
         package = self.cfg.packages.get(assignment)
         if package is None or package == self.limits.package:
             return False
