@@ -184,13 +184,14 @@ for backend in (SDPBackend.MATH, SDPBackend.FLASH_ATTENTION):
 # | flash, CPU kernel | CPU | a fused, tiled C++ kernel: never stores the `(T, S)` scores |
 # | flash (FlashAttention-2) | recent NVIDIA GPUs | fused and tiled; float16/bfloat16 only; no arbitrary mask |
 # | efficient (memory-efficient) | NVIDIA GPUs | fused and tiled; float32 too; accepts masks |
-# | cuDNN | recent NVIDIA GPUs | NVIDIA's fused kernel; on H100/H200 PyTorch 2.13 tries it first |
+# | cuDNN | recent NVIDIA GPUs | NVIDIA's own fused kernel, from its cuDNN library |
 # | custom hook | other accelerators | lets out-of-tree devices plug in their own kernel |
 #
-# The exact conditions (head sizes, dtypes, GPU generations) change between releases. Instead of
-# memorising them, ask: force a backend with the `sdpa_kernel` context manager, and PyTorch
-# either uses it or raises an error that says why not. On this machine's CPU (and on its GPU, in
-# float16, if it has one):
+# Which GPU backend PyTorch tries first, and under which conditions (head sizes, dtypes, GPU
+# generations), changes between releases, and this course has not measured it on a GPU. Instead
+# of memorising a list, ask your own machine: force a backend with the `sdpa_kernel` context
+# manager, and PyTorch either uses it or raises an error that says why not. On this machine's CPU
+# (and on its GPU, in float16, if it has one):
 
 # %%
 q = torch.randn(1, 4, 128, 64)  # (B, nh, T, hs)
@@ -211,7 +212,9 @@ for where, x in [("cpu", q)] + ([("cuda", q.to("cuda", torch.float16))] if HAS_C
 # %% [markdown]
 # And when PyTorch chooses by itself, which backend runs? `sdpa_backend` (from the course's tools)
 # records the operators a call dispatches to and names the backend. Notice the cases where the
-# CPU falls back to math: dropout, and inputs without a batch-and-heads layout.
+# CPU falls back to math: dropout, and inputs without a batch-and-heads layout. With a CUDA GPU
+# the last lines say which backend your GPU and your PyTorch pick, which is the only answer to
+# "which one runs first" that holds for your machine.
 
 # %%
 mask = torch.rand(128, 128) > 0.5  # (T, S), True = may attend
@@ -227,6 +230,10 @@ for name, kwargs in cases.items():
     print(f"{name:<13} -> {sdpa_backend(x, x, x, **kwargs)}")
 x3 = q[0]  # (nh, T, hs): three dimensions only
 print(f"{'3-D input':<13} -> {sdpa_backend(x3, x3, x3)}")
+if HAS_CUDA:
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        xg = q.to("cuda", dtype)  # (B, nh, T, hs) on the GPU
+        print(f"cuda {str(dtype)[6:]:<8} -> {sdpa_backend(xg, xg, xg)}")
 
 # %% [markdown]
 # `sdpa_kernel` takes a *list*: the backends PyTorch may choose from. On a GPU you would write,
