@@ -836,7 +836,8 @@ print(sdpa_weights(q_rows, k_rows, mask_2rows))  # (T, S): row 1 has no allowed 
 # - `nn.MultiheadAttention` uses True = blocked, separate `attn_mask`/`key_padding_mask`, and
 #   `batch_first=False` by default.
 # - Large finite fill values overflow in float16 and turn empty rows into uniform attention over
-#   forbidden keys; use $-\infty$ and zero the empty rows explicitly.
+#   forbidden keys; use $-\infty$ and zero the empty rows explicitly. Notebook 06 keeps the same
+#   rule in its block-by-block attention.
 #
 # **Next, notebook 04:** grouped-query attention and the KV cache, where `causal_mask(T, S)` with
 # `S > T` does real work.

@@ -289,14 +289,21 @@ for name, x in (("float32", x32), ("TF32 (emulated)", tf32)):
 # float32 and float64 inputs) is told that it loses precision, not that its loop is wrong.
 #
 # One trap with 16-bit types: the "large negative number" people use instead of $-\infty$ for
-# masking. `-1e9` does not exist in float16, it rounds to $-\infty$; in bfloat16 it is fine. Use
-# `torch.finfo(dtype).min` when you need a finite value, or $-\infty$ with a guard (section 5).
+# masking. `-1e9` does not exist in float16: it becomes $-\infty$. Nor does the most negative
+# finite value, `torch.finfo(dtype).min`, stay finite: notebook 03 §7 showed that two of them
+# added together overflow to $-\infty$ in every dtype, and that a row whose keys are all masked
+# with a finite fill spreads its weight evenly over exactly the keys it must not read. So the rule
+# is the one of notebook 03: **mask with $-\infty$, and guard the rows that have no allowed key.**
+# In a softmax the guard zeroes those rows' weights; in the online softmax of section 5 it
+# subtracts 0 while the running maximum is still $-\infty$, and gives a row with $\ell = 0$ a zero
+# output.
 
 # %%
 for dtype in (torch.float16, torch.bfloat16, torch.float32):
+    low = torch.tensor(torch.finfo(dtype).min, dtype=dtype)
     print(
         f"{str(dtype):<15} -1e9 is stored as {torch.tensor(-1e9, dtype=dtype).item():.4g}; "
-        f"finfo.min = {torch.finfo(dtype).min:.4g}"
+        f"finfo.min + finfo.min = {(low + low).item()}"
     )
 
 # %% [markdown]
