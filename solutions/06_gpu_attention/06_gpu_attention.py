@@ -22,19 +22,23 @@
 # 4. Learn the idea behind **FlashAttention**, an online softmax over blocks of keys that never
 #    builds the score table (a picture, then an exercise in PyTorch).
 # 5. *Optional deep dive:* complete a **Triton kernel** that does the same on a GPU, and debug it
-#    on your CPU in Triton's interpreter (exercise).
+#    on your CPU in Triton's interpreter (an exercise with self-checks, no points).
 # 6. Time it on a GPU, in TFLOP/s (runs only when a CUDA GPU is present).
 #
 # **No GPU needed.** Without one, Triton kernels run in Triton's CPU interpreter: exact, slow, and
-# good for learning. Where Triton cannot be installed at all (macOS, Windows), the Triton tests
-# print a message and pass, so the rest of the course is not blocked.
+# good for learning. Where Triton cannot be installed at all (macOS, Windows), the Triton
+# self-checks print a message instead.
 #
 # **Optional deep dives** (SDPA's backends, the Triton kernel) can be skipped: nothing later builds
-# on them. Skipping section 6 gives up the 5 points of exercise 3.
+# on them. Exercise 3, the Triton kernel, is **optional, no points**: its two checks are
+# self-checks that tell you whether your kernel is right, and count for nothing in the grade, so
+# skipping section 6 costs no points, and neither does a machine without Triton.
 #
 # **How this notebook is graded.** Each exercise is a function in place of
 # `raise NotImplementedError()`; the locked cell after it checks it and names the likely mistake.
 # Hidden tests try more shapes when grading. The written answer at the end is graded by a person.
+# Exercise 3's two checks are the exception: optional self-checks, no points, skipped while
+# grading.
 # **Run › Run All Cells** goes on past failing test cells, and past examples that need an
 # exercise you have not finished yet, so the plots and sliders further down run too; a failing
 # test cell still counts as failed when the notebook is graded.
@@ -703,9 +707,12 @@ else:
 # - **Causal skipping.** With `CAUSAL`, the loop stops at the last key any row of the block may
 #   see, so the upper-right tiles are never computed.
 #
-# ### Exercise 3 · `triton_attention`
+# ### Exercise 3 · `triton_attention` (optional, no points)
 #
 # **Difficulty** ●●● · **Importance** ★★☆ (how FlashAttention really runs) · **Time** ~40 min
+#
+# Optional, no points: the two locked cells after the kernel are self-checks. They name the likely
+# mistake like every other check, but count for nothing in the grade, and grading skips them.
 #
 # The loads, the loop and the launcher are given. Fill in the two marked places in
 # `_attention_kernel`: the online-softmax update inside the loop, and the final division after it
@@ -856,31 +863,33 @@ def triton_attention(
     return out.reshape(B, nh, T, hs)  # (B*nh, T, hs) -> (B, nh, T, hs)
 
 
-# %% nbgrader={"grade": true, "grade_id": "test_triton_attention_matches_sdpa", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-"""triton_attention equals SDPA in float32 and float16, with ragged T and S and S != T."""
-check_triton_values(triton_attention)
-### BEGIN HIDDEN TESTS
-check_triton_values(triton_attention, seed=1, thorough=True)
-### END HIDDEN TESTS
+# %% nbgrader={"grade": false, "grade_id": "selfcheck_triton_attention_matches_sdpa", "locked": true, "schema_version": 3, "solution": false, "task": false}
+"""Optional self-check, no points: triton_attention equals SDPA in float32 and float16, ragged T and S, S != T."""
+if AUTOGRADING:
+    print("Self-check skipped while grading: it carries no points.")
+else:
+    check_triton_values(triton_attention)
 
-# %% nbgrader={"grade": true, "grade_id": "test_triton_attention_causal", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-"""Causal triton_attention equals SDPA with the bottom-right mask j <= i + S - T."""
-check_triton_causal(triton_attention)
-### BEGIN HIDDEN TESTS
-check_triton_causal(triton_attention, seed=1, thorough=True)
-### END HIDDEN TESTS
+# %% nbgrader={"grade": false, "grade_id": "selfcheck_triton_attention_causal", "locked": true, "schema_version": 3, "solution": false, "task": false}
+"""Optional self-check, no points: causal triton_attention equals SDPA with the mask j <= i + S - T."""
+if AUTOGRADING:
+    print("Self-check skipped while grading: it carries no points.")
+else:
+    check_triton_causal(triton_attention)
 
 # %% [markdown]
 # Your kernel against your `tiled_attention` and SDPA on one small input (in the interpreter this
-# takes about a second):
+# takes about a second; skipped while grading):
 
 # %%
-if triton_support.AVAILABLE:
+if triton_support.AVAILABLE and not AUTOGRADING:
     q, k, v = (torch.randn(1, 2, 70, 32, device=device) for _ in range(3))  # (B, nh, T|S, hs)
     ours = triton_attention(q, k, v, causal=True)
     sdpa_out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # S = T: same alignment
     print("triton vs SDPA: ", (ours - sdpa_out).abs().max().item())
     print("triton vs tiled:", (ours - tiled_attention(q, k, v, causal=True)).abs().max().item())
+elif AUTOGRADING:
+    print("Skipped while grading.")
 else:
     print(triton_support.SKIP_MESSAGE)
 
