@@ -692,12 +692,11 @@ print("agrees with the precomputed study (to 0.001):", torch.allclose(live, save
 # %% [markdown]
 # ## 7 · More heads at the same width
 #
-# "More heads is better" is a common assumption, and the seeds of this course warn against it. At
-# a fixed `d_model`, more heads means *smaller* heads: `hs = d_model / nh`. To measure the
-# trade-off, `python -m autograder.tools.train --sweep` trains the same model (2 layers,
-# `d_model = 64`, same data, seed and 2,000 steps) with nh = 1, 2, 4, 8, 16 and 64 heads, that
-# is head sizes from 64 down to 1. Training the six models took about 25 minutes of CPU time (14 of
-# them for nh = 64), so the results were precomputed and stored in
+# "More heads is better" is a common misconception. At a fixed `d_model`, more heads means *smaller*
+# heads: `hs = d_model / nh`. To measure the trade-off, `python -m autograder.tools.train --sweep`
+# trains the same model (2 layers, `d_model = 64`, same data, seed and 2,000 steps) with nh = 1, 2,
+# 4, 8, 16 and 64 heads, that is head sizes from 64 down to 1. Training the six models took about 25
+# minutes of CPU time (14 of them for nh = 64), so the results were precomputed and stored in
 # `autograder/tools/data/nh_sweep.json`. The **filler loss** is the loss on filler letters: ln 4 =
 # 1.386 nats at best, reachable only by a model that knows the topic while it predicts.
 
