@@ -120,7 +120,7 @@ AUTOGRADING = os.environ.get("NBGRADER_EXECUTION") == "autograde"
 #  5 products per head, + 1  =  5·nh + 1               3 + 2 + 1  =  6, whatever nh
 # ```
 #
-# The left column is the definition of multi-head attention read literally: $h$ separate
+# The left column is the definition of multi-head attention read literally: $nh$ separate
 # attentions, each with its own $W^Q_i, W^K_i, W^V_i$. The right column is how every real
 # implementation runs it. Here is the module, and head 1's slice of the query projection:
 
