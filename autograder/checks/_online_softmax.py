@@ -15,7 +15,7 @@ listed: it overflows to NaN on the first block, which the checks diagnose before
 
 :func:`diagnose` turns a wrong output into one sentence: NaN first, then an output that misses
 only by more rounding than its dtype allows, then rows that should be zero, then the closed
-forms, then retries of the learner's function on easier inputs.
+forms, then retries of the learner's function on easier inputs, then all-zero rows.
 Tolerances compare against float64 (:func:`tolerance`) at the precision the exercise allows:
 float32 2e-5 (also for float64 inputs, since accumulating in float32 and casting back is
 allowed), float32 through TF32 on a GPU 3e-3, float16 5e-3, bfloat16 3e-2, each both absolute
@@ -37,8 +37,8 @@ LOG2E = 1.0 / math.log(2.0)
 _TOL = {torch.float64: 2e-5, torch.float32: 2e-5, torch.float16: 5e-3, torch.bfloat16: 3e-2}
 _TOL_GPU = {torch.float32: 3e-3}  # tl.dot on float32 runs in TF32 on a GPU
 # Beyond the tolerance but within this, an output is a correct loop run at too low a precision
-# (float16 or bfloat16 accumulators for float32 inputs land near 1e-3): every wrong update rule
-# the catalogue knows misses by far more.
+# (for float32 inputs, float16 accumulators land near 1e-3, bfloat16 ones near 1e-2): every
+# wrong update rule the catalogue knows misses by far more.
 _ROUNDING = {torch.float64: 1e-2, torch.float32: 1e-2, torch.float16: 5e-2, torch.bfloat16: 1e-1}
 _ROUNDING_GPU = {torch.float32: 3e-2}
 
@@ -235,7 +235,7 @@ def _rounding_message(out, q, k, v, causal, tol, band, inputs, triton) -> str | 
     return (
         f"Your output is off by {error:.1e} for inputs {inputs}, more than the {tol:g} that "
         f"{str(q.dtype).removeprefix('torch.')} inputs allow but too little for a wrong update "
-        f"rule: the loop is right and loses precision somewhere; compute the scores and keep "
+        f"rule: the loop looks right but loses precision somewhere; compute the scores and keep "
         f"{state} in float32 or wider (never float16 or bfloat16), and cast to the input dtype "
         "only at the end."
     )

@@ -255,6 +255,12 @@ def tiled_full_mask(q, k, v, block_size=64, causal=False):
     return torch.where(l_i > 0, acc / l_i, 0.0)
 
 
+def tiled_half_precision(q, k, v, block_size=64, causal=False):
+    """The right loop run in float16 and cast back: off by about 1e-3 for float32 inputs."""
+    half = [t.half() for t in (q, k, v)]
+    return tiled_reference_style(*half, block_size, causal).to(q.dtype)
+
+
 def tiled_uses_sdpa(q, k, v, block_size=64, causal=False):
     T, S = q.shape[-2], k.shape[-2]
     mask = torch.ones(T, S, dtype=torch.bool).tril(S - T) if causal else None
@@ -314,6 +320,7 @@ MISTAKES_TILED = [
     Mistake("query tiles", tiled_over_queries, checks.check_tiled_memory, "tiles the queries"),
     Mistake("full causal mask", tiled_full_mask, checks.check_tiled_memory, "mask"),
     Mistake("uses SDPA", tiled_uses_sdpa, checks.check_tiled_no_sdpa, "calls `"),
+    Mistake("float16 inside", tiled_half_precision, checks.check_tiled_values, "loses precision"),
 ]
 
 # caught only by the hidden (thorough) tests
