@@ -241,20 +241,20 @@ def _rounding_message(out, q, k, v, causal, tol, band, inputs, triton) -> str | 
     )
 
 
-def diagnose(out, q, k, v, causal, block, retries, tol, triton=False, band=None) -> str:
+def diagnose(out, q, k, v, causal, block, retries, tol, triton=False, on_gpu=False) -> str:
     """One sentence naming the probable mistake behind a wrong ``out``.
 
     ``retries`` are ``(diagnosis, retry)`` pairs: ``retry()`` calls the learner's function again
     on easier inputs and returns True when it is right there, which locates the mistake.
     ``triton`` words the advice with the kernel's names (``l_i``, ``m_i``, ``exp2``).
-    ``band`` (default :func:`rounding_band` of the dtype) bounds what rounding can explain: no
-    rule is blamed for an output that close to the right one.
+    No rule is blamed for an output within :func:`rounding_band` of the right one (``on_gpu``:
+    the band of a kernel that ran on a GPU).
     """
     inputs = describe((q, k, v), {"causal": causal})
     nan = _nan_message(out, q, k, causal, inputs, triton)
     if nan:
         return nan
-    band = rounding_band(q.dtype) if band is None else band
+    band = rounding_band(q.dtype, on_gpu)
     rounding = _rounding_message(out, q, k, v, causal, tol, band, inputs, triton)
     if rounding:
         return rounding
