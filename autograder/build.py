@@ -6,11 +6,12 @@
 
 Two things are added on the way, so the notebooks behave in JupyterLab as a learner expects:
 
-- every test cell, and every demonstration cell between the exercises (which may use a function
-  the learner has not written yet), is tagged ``raises-exception``: JupyterLab's Run All goes on
-  past them to the plots and sliders further down, while nbgrader still scores a failing test
-  cell as failed. Answer cells and the locked set-up cell are not tagged: an error there still
-  stops Run All, as everything after depends on them;
+- every test cell, every self-check (a locked check without points) and every demonstration
+  cell between the exercises (which may use a function the learner has not written yet) is
+  tagged ``raises-exception``: JupyterLab's Run All goes on past them to the plots and sliders
+  further down, while nbgrader still scores a failing test cell as failed. Answer cells and the
+  locked set-up cell are not tagged: an error there still stops Run All, as everything after
+  depends on them;
 - the notebook carries the ``language_info`` JupyterLab writes when the kernel starts, so opening
   a notebook does not mark it "unsaved". Only the Python version is left out, as it depends on
   the learner's machine: ``make lab`` fills it in when it copies a notebook into ``work/``.
@@ -43,8 +44,10 @@ LANGUAGE_INFO = {
 
 
 def run_all_goes_on(cell) -> bool:
-    """A test cell or a demonstration (a code cell nbgrader does not manage): see above."""
-    return cell.cell_type == "code" and (nbcell.is_test(cell) or "nbgrader" not in cell.metadata)
+    """A test cell, a self-check or a demonstration (a code cell nbgrader does not manage)."""
+    return cell.cell_type == "code" and (
+        nbcell.is_test(cell) or nbcell.is_self_check(cell) or "nbgrader" not in cell.metadata
+    )
 
 
 def instructor_notebook_text(notebook_id: str) -> str:

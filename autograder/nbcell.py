@@ -35,6 +35,23 @@ def is_locked(cell) -> bool:
     return bool(meta(cell).get("locked"))
 
 
+SELF_CHECK_PREFIX = "selfcheck_"
+
+
+def is_self_check(cell) -> bool:
+    """A locked check the learner runs for feedback only: not graded, no points.
+
+    It is an ordinary locked code cell whose grade id starts with ``selfcheck_`` (notebook 06's
+    optional Triton exercise has two).
+    """
+    return (
+        cell.get("cell_type") == "code"
+        and is_locked(cell)
+        and not is_graded(cell)
+        and (grade_id(cell) or "").startswith(SELF_CHECK_PREFIX)
+    )
+
+
 def points(cell) -> float:
     """The cell's points (0 when it has none)."""
     return float(meta(cell).get("points", 0))

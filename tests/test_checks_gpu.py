@@ -1,5 +1,6 @@
 """Notebook 06's checks pass every correct implementation and diagnose every classic mistake."""
 
+import nbformat
 import pytest
 import torch
 from mistakes import Mistake, stub
@@ -11,6 +12,7 @@ from mistakes.gpu import (
     MISTAKES_TILED_THOROUGH,
 )
 
+from autograder import build, nbcell, paths
 from autograder.checks import CheckFailure
 from autograder.checks import nb06_gpu as checks
 from autograder.tools import triton_support
@@ -93,6 +95,25 @@ def test_triton_mistake_is_diagnosed(mistake):
 def test_triton_mistake_is_caught_by_hidden_tests(mistake):
     mistake.check(mistake.impl, seed=0, thorough=False)  # the visible test lets it through
     _expect_diagnosis(mistake, thorough=True)
+
+
+@pytest.mark.parametrize("where", ["solution", "release"])
+def test_triton_cells_are_optional_self_checks_without_points(where):
+    """Learners without Triton, or who skip the optional section, lose no points: the two Triton
+    checks are locked cells that are not graded, and Run All goes on past them."""
+    path = paths.solution_notebook if where == "solution" else paths.release_notebook
+    nb = nbformat.read(path("06_gpu_attention"), as_version=4)
+    triton_cells = [c for c in nb.cells if "check_triton_" in c.source and c.cell_type == "code"]
+    triton_cells = [c for c in triton_cells if nbcell.grade_id(c) != "setup"]
+    assert [nbcell.grade_id(c) for c in triton_cells] == [
+        "selfcheck_triton_attention_matches_sdpa",
+        "selfcheck_triton_attention_causal",
+    ]
+    for cell in triton_cells:
+        assert nbcell.is_self_check(cell) and not nbcell.is_test(cell)
+        assert nbcell.points(cell) == 0 and "no points" in cell.source
+        assert build.RUN_ALL_GOES_ON in cell.metadata.get("tags", [])
+    assert not any("triton" in (nbcell.grade_id(c) or "") for c in nb.cells if nbcell.is_test(c))
 
 
 def test_triton_checks_skip_cleanly_without_triton(monkeypatch, capsys):

@@ -504,11 +504,11 @@ _QUIZ = {
     "q1": (
         "c",
         {
-            "a": "H full-size passes would cost H times more, but the heads split C: each works on "
-            "hs = C / H features",
-            "b": "no square root appears: the projections do not depend on H and the attention "
+            "a": "nh full-size passes would cost nh times more, but the heads split C: each works "
+            "on hs = C / nh features",
+            "b": "no square root appears: the projections do not depend on nh and the attention "
             "products sum to the same 4·B·T²·C",
-            "d": "splitting C into H heads re-arranges the same products; it removes none of them",
+            "d": "splitting C into nh heads re-arranges the same products; it removes none of them",
         },
     ),
     "q2": (

@@ -18,6 +18,7 @@ only) to say which part of the loop is at fault.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import torch
 
@@ -132,6 +133,30 @@ def _expect_output(out, name, q, v, inputs) -> torch.Tensor:
     return out
 
 
+def _alignment_retry(call_fn, q, k, v, tol):
+    """``(diagnosis, retry)``: causal right when S = T and unmasked right at this S ≠ T.
+
+    Both at once leave only the offset of the mask between queries and keys to blame. The
+    square problem keeps the last ``min(T, S)`` queries and keys, whose causal mask is the plain
+    lower triangle.
+    """
+    T, S = q.shape[-2], k.shape[-2]
+    n = min(T, S)
+    qs, ks, vs = q[..., T - n :, :], k[..., S - n :, :], v[..., S - n :, :]
+
+    def retry() -> bool:
+        square = close(call_fn(qs, ks, vs, True), oracle(qs, ks, vs, True), tol)
+        return square and close(call_fn(q, k, v, False), oracle(q, k, v, False), tol)
+
+    why = (
+        f"Your causal output is right when S = T, and the unmasked one is right for T={T}, "
+        f"S={S}, but causal with S ≠ T is wrong: the mask is misaligned; the T queries are the "
+        "last T of the S positions, so query i may attend key j iff j <= i + S − T (S − T = "
+        f"{S - T} here)."
+    )
+    return why, retry
+
+
 # ----------------------------------------------------------------------------- tiled_attention
 
 
@@ -143,7 +168,7 @@ def _call_tiled(fn, q, k, v, block, causal) -> torch.Tensor:
 
 def _tiled_retries(fn, q, k, v, block, causal, tol):
     """(diagnosis, retry) pairs: the same inputs made easier, from most to least specific."""
-    S = k.shape[-2]
+    T, S = q.shape[-2], k.shape[-2]
 
     def one_block() -> bool:
         return close(_call_tiled(fn, q, k, v, S, causal), oracle(q, k, v, causal), tol)
@@ -153,28 +178,30 @@ def _tiled_retries(fn, q, k, v, block, causal, tol):
         ks, vs = k[..., :s, :], v[..., :s, :]
         return close(_call_tiled(fn, q, ks, vs, block, causal), oracle(q, ks, vs, causal), tol)
 
+    def same_blocks(q, k, v, causal) -> torch.Tensor:
+        return _call_tiled(fn, q, k, v, block, causal)
+
     retries = []
+    if S % block and S > block:
+        retries.append(
+            (
+                f"Your output is right when block_size divides S but wrong for S={S}, "
+                f"block_size={block}: the last, partial block of keys is lost or mis-sliced; loop "
+                "over range(0, S, block_size) and slice k[..., start:start + block_size, :].",
+                whole_blocks,
+            )
+        )
+    if causal and S != T:
+        retries.append(_alignment_retry(same_blocks, q, k, v, tol))
     if block < S:
         retries.append(
             (
                 "Your output is right when all keys fit in one block (block_size ≥ S) but wrong "
-                "with "
-                "several blocks: when the running max grows, multiply both l and acc by "
+                "with several blocks: when the running max grows, multiply both l and acc by "
                 "exp(m_old − m_new) before adding the new block, and divide by l once, after the "
                 "loop.",
                 one_block,
             )
-        )
-    if S % block and S > block:
-        retries.insert(
-            0,
-            (
-                f"Your output is right when block_size divides S but wrong for S={S}, "
-                f"block_size={block}: the last, partial block of keys is lost or mis-sliced; loop "
-                "over "
-                "range(0, S, block_size) and slice k[..., start:start + block_size, :].",
-                whole_blocks,
-            ),
         )
     return retries
 
@@ -345,6 +372,8 @@ def _triton_retries(fn, q, k, v, causal, block, tol):
                 lambda: first(S // block * block),
             )
         )
+    if causal and S != q.shape[-2]:
+        retries.append(_alignment_retry(partial(_call_triton, fn), q, k, v, tol))
     if S > block:
         retries.append(
             (
@@ -361,11 +390,12 @@ def _triton_retries(fn, q, k, v, causal, block, tol):
 def _check_triton_case(fn, q, k, v, causal) -> None:
     __tracebackhide__ = True
     out = _call_triton(fn, q, k, v, causal)
-    tol = tolerance(q.dtype, on_gpu=triton_support.MODE == "gpu")
+    on_gpu = triton_support.MODE == "gpu"
+    tol = tolerance(q.dtype, on_gpu=on_gpu)
     if not close(out, oracle(q, k, v, causal), tol):
         block = triton_support.launch_config(q)["BLOCK_N"]
         retries = _triton_retries(fn, q, k, v, causal, block, tol)
-        fail(diagnose(out, q, k, v, causal, block, retries, tol, triton=True))
+        fail(diagnose(out, q, k, v, causal, block, retries, tol, triton=True, on_gpu=on_gpu))
 
 
 _TRITON_CASES = {

@@ -662,8 +662,9 @@ CHOICES: dict[str, Choice] = {
             "input-dependent, and a head can be looked at without mattering",
             "c": "'always' is the problem: the head count is a trade-off against head size, tuned "
             "with width and depth",
-            "d": "all heads of a layer go through the same few batched products, and nh cancels "
-            "from the FLOPs",
+            "d": "each head works in C/nh dimensions, so nh heads do the work of one head of "
+            "width C and nh cancels from the FLOPs, whatever the schedule: batched or one head "
+            "at a time",
             "e": "many heads of trained models can be removed at test time with little loss "
             "(Michel et al., 2019)",
             "f": "one wide head and several narrow ones have exactly the same parameters at the "

@@ -63,7 +63,7 @@ DECK: tuple[Card, ...] = (
         "core ideas",
         "notebook 02 §1",
         "Write the formula of multi-head attention.",
-        "MultiHead(Q, K, V) = Concat(head_1, …, head_h) W_O, where head_i = "
+        "MultiHead(Q, K, V) = Concat(head_0, …, head_{nh-1}) W_O, where head_i = "
         "Attention(Q W_Q,i, K W_K,i, V W_V,i) and Attention(q, k, v) = softmax(q kᵀ / √d_k) v.",
     ),
     _card(
@@ -90,8 +90,8 @@ DECK: tuple[Card, ...] = (
         "core ideas",
         "notebook 02 §7",
         "Where does the extra expressiveness of several heads come from?",
-        "One softmax gives each query one weighted average of the values. With h heads a "
-        "query reads h different mixtures, each into its own hs features, and the output "
+        "One softmax gives each query one weighted average of the values. With nh heads a "
+        "query reads nh different mixtures, each into its own hs features, and the output "
         "projection combines them.",
     ),
     _card(
@@ -185,9 +185,9 @@ DECK: tuple[Card, ...] = (
         "parallel",
         "intuition",
         "notebook 05 §1–3",
-        "Does multi-head attention with h heads cost h times one attention?",
-        "No. The heads split the width: h heads of size C / h do the same FLOPs as one head "
-        "of size C, and they run as one batched computation, unlike h full-size passes.",
+        "Does multi-head attention with nh heads cost nh times one attention?",
+        "No. The heads split the width: nh heads of size C / nh do the same FLOPs as one head "
+        "of size C, and they run as one batched computation, unlike nh full-size passes.",
     ),
     _card(
         "model_size",
@@ -281,8 +281,8 @@ DECK: tuple[Card, ...] = (
         "numbers & pitfalls",
         "notebook 04 §2",
         "GQA: repeat or repeat_interleave to expand the kv heads?",
-        "repeat_interleave(n_rep, dim=1): [K1, K1, K2, K2], so query head h reads kv head "
-        "h // n_rep. repeat gives [K1, K2, K1, K2], which pairs heads wrongly, with no error.",
+        "repeat_interleave(n_rep, dim=1): [K0, K0, K1, K1], so query head h reads kv head "
+        "h // n_rep. repeat gives [K0, K1, K0, K1], which pairs heads wrongly, with no error.",
     ),
     _card(
         "params",

@@ -44,15 +44,18 @@ def evaluation_batch(size: int = 1024, seed: int = EVAL_SEED) -> toy_data.Batch:
 
 
 @torch.no_grad()
-def evaluate(model: TinyTransformer, batch: toy_data.Batch) -> dict[str, float]:
+def evaluate(
+    model: TinyTransformer, batch: toy_data.Batch, head_mask: torch.Tensor | None = None
+) -> dict[str, float]:
     """Loss (all positions), accuracy on predictable positions (copy and recall), filler loss.
 
     ``filler_loss`` is the mean loss on filler letters: at best ln 4 = 1.386 nats (one of the
-    topic's four letters, uniformly), if the model knows the topic.
+    topic's four letters, uniformly), if the model knows the topic. ``head_mask``
+    ``(n_layers, nh)`` is passed to the model: 0 removes a head.
     """
     was_training = model.training
     model.eval()
-    logits, _ = model(batch.inputs)  # (B, T, V)
+    logits, _ = model(batch.inputs, head_mask)  # (B, T, V)
     right = logits.argmax(-1) == batch.targets  # (B, T)
     copy = batch.scored & ~batch.recall  # (B, T)
     losses = torch.nn.functional.cross_entropy(

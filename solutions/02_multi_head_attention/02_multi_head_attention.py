@@ -102,9 +102,10 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 # %% [markdown]
 # ## 1 · The definition
 #
-# Multi-head attention with $nh$ heads (Vaswani et al., 2017):
+# Multi-head attention with $nh$ heads (Vaswani et al., 2017), with the heads numbered from 0 as
+# in code (the paper counts from 1):
 #
-# $$\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_{nh})\,W^O,
+# $$\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_0, \dots, \mathrm{head}_{nh-1})\,W^O,
 # \qquad \mathrm{head}_i = \mathrm{Attention}(Q W^Q_i,\; K W^K_i,\; V W^V_i).$$
 #
 # Each head $i$ has its own projection matrices $W^Q_i, W^K_i, W^V_i$ of size $C \times hs$, so it
@@ -241,8 +242,8 @@ plt.show()
 #
 # After attention each head has produced `(B, nh, T, hs)`. To concatenate the heads, undo the
 # split: transpose back to `(B, T, nh, hs)`, then flatten the last two dimensions into `C = nh·hs`.
-# That puts head 0's features first, then head 1's, and so on: exactly $\mathrm{Concat}(\mathrm{head}_1,
-# \dots, \mathrm{head}_{nh})$.
+# That puts head 0's features first, then head 1's, and so on: exactly $\mathrm{Concat}(\mathrm{head}_0,
+# \dots, \mathrm{head}_{nh-1})$.
 #
 # One catch: after `transpose`, the tensor is no longer stored row by row (it is not
 # *contiguous*), and `view` refuses to flatten it. Use `.reshape(...)`, which copies when it must,
@@ -750,7 +751,7 @@ for n, run in sweep["runs"].items():
 #
 # ## Summary
 #
-# - $\mathrm{MultiHead}(Q,K,V) = \mathrm{Concat}(\mathrm{head}_1..\mathrm{head}_{nh})W^O$ with
+# - $\mathrm{MultiHead}(Q,K,V) = \mathrm{Concat}(\mathrm{head}_0..\mathrm{head}_{nh-1})W^O$ with
 #   $\mathrm{head}_i = \mathrm{Attention}(QW^Q_i, KW^K_i, VW^V_i)$. In code: project, split, attend
 #   in parallel, merge, project.
 # - Split = `view(B, T, nh, hs)` + `transpose(1, 2)`; `view` alone scrambles tokens without any

@@ -380,8 +380,8 @@ check_causal_mask_no_leak(causal_mask, seed=1, thorough=True)
 #
 # Three sentences of different lengths go into one batch. The tensor must be rectangular, so each
 # sentence is filled up to the longest length with a padding token. Padding is usually placed at
-# the end (right padding, used throughout this notebook). `lengths[b]` says how many positions of
-# row `b` are real.
+# the end (right padding, used throughout this notebook; left padding comes at the end of this
+# section). `lengths[b]` says how many positions of row `b` are real.
 
 # %%
 sentences = [["the", "cat", "sat"], ["birds", "sing"], ["a", "dog", "ran", "home", "fast"]]
@@ -498,6 +498,27 @@ with torch.no_grad():
 print("queries masked instead of keys, largest change of a real output:", change.item())
 print("softmax of a fully masked row:", torch.softmax(torch.full((4,), float("-inf")), dim=-1))
 print("NaN * 0 =", float("nan") * 0)
+
+# %% [markdown]
+# ### Left padding
+#
+# Batched *generation* with a decoder-only model usually pads on the **left** instead: then the
+# last column holds every row's newest token, and the next token of every row is appended in the
+# same column. The real positions of row `b` are now its last `lengths[b]`, so the mask is True
+# at `t >= max_len - lengths[b]`: the right-padded mask flipped left to right. Two things change
+# with it. Positions must be counted from each row's first real token, not from column 0, or a
+# row's position embeddings shift with the amount of padding. And with a causal mask, each padded
+# query at the start of a row has no allowed key at all, since every key up to it is padding:
+# these are the empty rows of section 7, which must give zeros, not NaN. `padding_mask` here, and
+# `attention_mask` in section 5, describe right padding only.
+
+# %%
+left = padding_mask(lengths, max_len).flip(-1)  # (B, max_len): real tokens at the end
+for words, row in zip(sentences, left.int().tolist(), strict=True):
+    print(f"{' '.join(['<pad>'] * (max_len - len(words)) + words):30s} {row}")
+future_ok = torch.ones(max_len, max_len, dtype=torch.bool).tril()  # (T, T): the causal mask
+allowed = left[:, None, :] & future_ok  # (B, 1, T) & (T, T) -> (B, T, T)
+print("queries with no allowed key, per row:", (~allowed.any(-1)).sum(-1).tolist())
 
 # %% [markdown]
 # ## 5 · Combining: the mask of a batched decoder
@@ -836,7 +857,8 @@ print(sdpa_weights(q_rows, k_rows, mask_2rows))  # (T, S): row 1 has no allowed 
 # - `nn.MultiheadAttention` uses True = blocked, separate `attn_mask`/`key_padding_mask`, and
 #   `batch_first=False` by default.
 # - Large finite fill values overflow in float16 and turn empty rows into uniform attention over
-#   forbidden keys; use $-\infty$ and zero the empty rows explicitly.
+#   forbidden keys; use $-\infty$ and zero the empty rows explicitly. Notebook 06 keeps the same
+#   rule in its block-by-block attention.
 #
 # **Next, notebook 04:** grouped-query attention and the KV cache, where `causal_mask(T, S)` with
 # `S > T` does real work.

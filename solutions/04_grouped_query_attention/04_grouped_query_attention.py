@@ -491,6 +491,29 @@ print(
 )
 
 # %% [markdown]
+# **Real caches preallocate.** Your cache grows with `torch.cat`, which allocates a new tensor at
+# every step and copies the whole past into it: step $t$ copies $t$ positions, so decoding $n$
+# tokens copies about $n^2/2$ positions per layer, and the allocator sees a new tensor every
+# time. That keeps the exercise simple (the module returns its cache and has no state to reset),
+# and Hugging Face's default `DynamicCache` also concatenates. Inference code built for speed
+# allocates the cache once, for the longest sequence it will serve, and writes each new position
+# in place: Hugging Face's `StaticCache` allocates `max_cache_len` positions up front, and vLLM
+# reserves the GPU memory for its cache when it starts and hands it out in fixed-size blocks
+# (PagedAttention, Kwon et al., 2023). Attention then reads a view of the filled part:
+
+# %%
+B, nkv, hs, max_len = 1, 2, 4, 6
+cache_k = torch.zeros(B, nkv, max_len, hs)  # (B, nkv, max_len, hs): allocated once
+for t in range(3):
+    k_new = torch.randn(B, nkv, 1, hs)  # (B, nkv, 1, hs): this step's keys
+    cache_k[:, :, t : t + 1] = k_new  # written in place: no new tensor, the past is not copied
+    past_k = cache_k[:, :, : t + 1]  # (B, nkv, t + 1, hs): a view, what attention reads
+    print(
+        f"step {t}: attention reads {tuple(past_k.shape)}, same memory as the buffer:",
+        past_k.data_ptr() == cache_k.data_ptr(),
+    )
+
+# %% [markdown]
 # **The MHA end.** With `num_kv_heads = num_heads` nothing is shared, `n_rep = 1`, and `repeat_kv`
 # does nothing: the module is multi-head attention. Copy its weights into PyTorch's own
 # `nn.MultiheadAttention` and into the course's `TorchMultiHeadAttention` (notebook 02's interface,

@@ -120,7 +120,7 @@ AUTOGRADING = os.environ.get("NBGRADER_EXECUTION") == "autograde"
 #  5 products per head, + 1  =  5·nh + 1               3 + 2 + 1  =  6, whatever nh
 # ```
 #
-# The left column is the definition of multi-head attention read literally: $h$ separate
+# The left column is the definition of multi-head attention read literally: $nh$ separate
 # attentions, each with its own $W^Q_i, W^K_i, W^V_i$. The right column is how every real
 # implementation runs it. Here is the module, and head 1's slice of the query projection:
 
@@ -619,7 +619,7 @@ for fn in (mha_sequential, mha_parallel):
 #    return as soon as the work is *queued*. `time_interleaved` does this for you.
 #
 # `time_interleaved` (in `autograder.tools.timing`) follows these rules. The experiments take
-# about 10–30 s and are skipped during grading. On a shared or busy machine, where PyTorch's
+# about 20–60 s and are skipped during grading. On a shared or busy machine, where PyTorch's
 # threads compete with other programs, numbers can jump by 10× or more between runs; running
 # `torch.set_num_threads(1)` first makes them steadier (and slower).
 
@@ -669,10 +669,11 @@ else:
         print(f"{label} nh = 32: {ratios(samples, -1)}")
 
 # %% [markdown]
-# And against the sequence length, at 8 heads:
+# And against the sequence length, at 8 heads, up to T = 1024 (the same points as the reference
+# run in the table below):
 
 # %%
-lengths = [32, 64, 128, 256, 512]
+lengths = [32, 64, 128, 256, 512, 1024]
 if not AUTOGRADING:
     by_length = sweep([(2, t, 256, 8) for t in lengths], repeats=5)
     plot_timings(lengths, by_length, "sequence length T", title="B = 2, C = 256, nh = 8")

@@ -344,8 +344,8 @@ check_choice("wide_head_params", answer_wide_head_params)
 # ### 2.3 · What does a head do?
 #
 # A blog post takes the sentence *"The developer who wrote the buggy function fixed it
-# quickly"* and labels three heads of a trained model: head 1 "coreference" (*it* → *function*),
-# head 2 "who did it" (*fixed* → *developer*), head 3 "manner" (*quickly* → *fixed*). In an
+# quickly"* and labels three heads of a trained model: head 0 "coreference" (*it* → *function*),
+# head 1 "who did it" (*fixed* → *developer*), head 2 "manner" (*quickly* → *fixed*). In an
 # interview you are asked what you make of such labels.
 #
 # - (a) They are accurate: each head is assigned one relation before training, which is why the
@@ -957,8 +957,8 @@ check_gqa_decoding(GroupedQueryAttention, seed=1, thorough=True)
 # so what the token reads is one weighted average of their values. Language often needs several
 # things at once: in "the developer who wrote the function fixed it", *fixed* needs its subject
 # while *it* needs its referent, and one average serves both badly. Multi-head attention splits
-# the width into h subspaces, each with its own query, key and value projections and its own
-# softmax, so every token gathers h differently weighted mixtures side by side, and the output
+# the width into nh subspaces, each with its own query, key and value projections and its own
+# softmax, so every token gathers nh differently weighted mixtures side by side, and the output
 # projection combines them. At a fixed width this costs nothing extra: the projections are
 # C × C either way, so the parameters (4C² + 4C) and the FLOPs equal those of one wide head,
 # and all heads run as one batched computation. It is a trade-off rather than a free lunch:
@@ -1011,8 +1011,8 @@ check_gqa_decoding(GroupedQueryAttention, seed=1, thorough=True)
 #
 # **Rubric (4 points, one per line; half points allowed).**
 #
-# 1. *Same work:* equal FLOPs for both schedules (a formula or a number), and h heads of width
-#    C / h do not cost h full-size attentions.
+# 1. *Same work:* equal FLOPs for both schedules (a formula or a number), and nh heads of width
+#    C / nh do not cost nh full-size attentions.
 # 2. *Fewer, larger operations:* about 5 products per head plus one (61 at 12 heads) against a
 #    constant handful (4 or 6), and why that matters: a fixed cost per operation (Python,
 #    dispatch, kernel launch).

@@ -125,10 +125,43 @@ def tiled_logsumexp_merge(q, k, v, block_size=64, causal=False):
     return out
 
 
+def tiled_flash2_float32(Q, K, V, block_size=64, causal=False):
+    """FlashAttention-2's forward as public PyTorch ports write it (Algorithm 1 of Dao, 2023):
+    query tiles Q_i and key tiles K_j from ``split``, the state m_i, l_i, O_i in float32
+    whatever the input dtype (float64 too), one cast back at the end. Off by up to about 5e-7
+    from float64: held to float32's tolerance, as the exercise allows."""
+    T, S = Q.shape[-2], K.shape[-2]
+    scale = Q.shape[-1] ** -0.5
+    out = torch.empty_like(Q)
+    for i0, Q_i in zip(range(0, T, block_size), Q.split(block_size, dim=-2), strict=True):
+        Q_i = Q_i.float()  # (B, nh, Br, hs)
+        q_pos = torch.arange(i0, i0 + Q_i.shape[-2])[:, None] + S - T  # (Br, 1)
+        m_i = torch.full(Q_i.shape[:-1], float("-inf"))  # (B, nh, Br), float32
+        l_i = torch.zeros(Q_i.shape[:-1])  # (B, nh, Br)
+        O_i = torch.zeros(Q_i.shape)  # (B, nh, Br, hs)
+        tiles = zip(K.split(block_size, dim=-2), V.split(block_size, dim=-2), strict=True)
+        for j, (K_j, V_j) in enumerate(tiles):
+            S_ij = Q_i @ K_j.float().transpose(-2, -1) * scale  # (B, nh, Br, Bc)
+            if causal:
+                k_pos = torch.arange(j * block_size, j * block_size + K_j.shape[-2])[None, :]
+                S_ij = S_ij.masked_fill(k_pos > q_pos, float("-inf"))
+            m_new = torch.maximum(m_i, S_ij.amax(-1))  # (B, nh, Br)
+            m_safe = torch.where(torch.isneginf(m_new), 0.0, m_new)
+            P_ij = torch.exp(S_ij - m_safe[..., None])  # (B, nh, Br, Bc)
+            correction = torch.exp(m_i - m_safe)  # (B, nh, Br)
+            l_i = correction * l_i + P_ij.sum(-1)
+            O_i = correction[..., None] * O_i + P_ij @ V_j.float()  # (B, nh, Br, hs)
+            m_i = m_new
+        O_i = torch.where(l_i[..., None] > 0, O_i / l_i[..., None], 0.0)
+        out[..., i0 : i0 + block_size, :] = O_i.to(Q.dtype)
+    return out
+
+
 CORRECT_TILED = {
     "textbook": tiled_reference_style,
     "2-D tiles, fp32 accumulators": tiled_two_dimensional,
     "log-sum-exp merge": tiled_logsumexp_merge,
+    "FlashAttention-2 port, fp32 state for every dtype": tiled_flash2_float32,
 }
 
 
@@ -144,7 +177,9 @@ def _buggy(q, k, v, block_size=64, causal=False, *, bug: str):
     m = q.new_full((B, nh, T, 1), float("-inf"))
     l_i = q.new_zeros((B, nh, T, 1))
     acc = q.new_zeros((B, nh, T, hs))
-    shift = {"causal_strict": -1, "causal_top_left": T - S}.get(bug, 0)
+    # causal_offset_reversed: j <= i + T - S, the offset with its sign flipped
+    shift = {"causal_strict": -1, "causal_top_left": T - S, "causal_offset_reversed": 2 * (T - S)}
+    shift = shift.get(bug, 0)
     last_key = torch.arange(T)[:, None] + S - T + shift
     stop = S - block_size + 1 if bug == "drop_ragged" else S
     for start in range(0, stop, block_size):
@@ -220,6 +255,12 @@ def tiled_full_mask(q, k, v, block_size=64, causal=False):
     return torch.where(l_i > 0, acc / l_i, 0.0)
 
 
+def tiled_half_precision(q, k, v, block_size=64, causal=False):
+    """The right loop run in float16 and cast back: off by about 1e-3 for float32 inputs."""
+    half = [t.half() for t in (q, k, v)]
+    return tiled_reference_style(*half, block_size, causal).to(q.dtype)
+
+
 def tiled_uses_sdpa(q, k, v, block_size=64, causal=False):
     T, S = q.shape[-2], k.shape[-2]
     mask = torch.ones(T, S, dtype=torch.bool).tril(S - T) if causal else None
@@ -272,12 +313,14 @@ MISTAKES_TILED = [
     _bug("inplace", checks.check_tiled_values, "in place"),
     _bug("causal_strict", checks.check_tiled_causal, "excludes the diagonal"),
     _bug("causal_top_left", checks.check_tiled_causal, "top-left"),
+    _bug("causal_offset_reversed", checks.check_tiled_causal, "the mask is misaligned"),
     _bug("causal_local", checks.check_tiled_causal, "block's start"),
     _bug("causal_ignored", checks.check_tiled_causal, "is ignored"),
     Mistake("materialised", tiled_materialised, checks.check_tiled_memory, "full (T, S) score"),
     Mistake("query tiles", tiled_over_queries, checks.check_tiled_memory, "tiles the queries"),
     Mistake("full causal mask", tiled_full_mask, checks.check_tiled_memory, "mask"),
     Mistake("uses SDPA", tiled_uses_sdpa, checks.check_tiled_no_sdpa, "calls `"),
+    Mistake("float16 inside", tiled_half_precision, checks.check_tiled_values, "loses precision"),
 ]
 
 # caught only by the hidden (thorough) tests

@@ -184,7 +184,7 @@ WRONG_CHOICES = [
     WrongAnswer("pushback", "bc", "misses at least one claim"),
     WrongAnswer("pushback", "b", "misses at least one claim"),
     WrongAnswer("pushback", "abcf", "includes (a), which holds up"),
-    WrongAnswer("pushback", "bcdf", "includes (d), which holds up"),
+    WrongAnswer("pushback", "bcdf", "includes (d), which holds up: each head works in C/nh"),
     WrongAnswer("pushback", "bcef", "includes (e), which holds up"),
     WrongAnswer("pushback", "abcdef", "includes (a)"),
 ]
