@@ -121,7 +121,8 @@ def test_attack_wins_no_target_cell(graded, attack):
         return
     assert result["status"] == "graded", result
     cells = _cells(result)
-    assert set(attack.targets) <= set(cells), (attack.targets, sorted(cells))
+    ungraded = set(attack.targets) - set(cells)
+    assert ungraded <= set(TRITON), (attack.targets, sorted(cells))  # self-checks have no points
     won = {
         g: (cells[g]["score"], cells[g]["check"])
         for g in attack.targets

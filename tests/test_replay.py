@@ -237,9 +237,7 @@ def test_triton_cells_are_reported_not_verified():
 
 
 def test_test_cells_parse_into_check_calls_only():
-    calls = cells.parse_test_cell(
-        '"""doc"""\ncheck_a(f)\n# c\ncheck_b(f, seed=1, thorough=True)\n'
-    )
+    calls = cells.parse_test_cell('"""doc"""\ncheck_a(f)\n# c\ncheck_b(f, seed=1, thorough=True)\n')
     assert [c.check for c in calls] == ["check_a", "check_b"]
     with pytest.raises(ValueError):
         cells.parse_test_cell("import os\ncheck_a(f)")

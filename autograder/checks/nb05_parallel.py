@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from autograder.tools.modules import TorchMultiHeadAttention
@@ -101,16 +102,48 @@ def _oracle(mha, x) -> torch.Tensor:
         return TorchMultiHeadAttention.forward(mha, x)[0]  # (B, T, C), not counted as a call
 
 
-def _run(fn: Callable, name: str, x: torch.Tensor, mha: _WatchedMHA) -> torch.Tensor:
+class _HeadBatches(TorchDispatchMode):
+    """The batch sizes of the batched products (bmm, baddbmm) and fused attention calls seen."""
+
+    def __init__(self):
+        super().__init__()
+        self.batches: set[int] = set()
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func._schema.name.removeprefix("aten::")
+        first = args[0] if args else None
+        if name in ("bmm", "baddbmm") and isinstance(
+            args[-1 if name == "bmm" else 1], torch.Tensor
+        ):
+            self.batches.add(int(args[-1 if name == "bmm" else 1].shape[0]))
+        elif "scaled_dot_product" in name and isinstance(first, torch.Tensor) and first.dim() == 4:
+            self.batches.add(int(first.shape[0] * first.shape[1]))
+        return func(*args, **(kwargs or {}))
+
+
+def _run(
+    fn: Callable, name: str, x: torch.Tensor, mha: _WatchedMHA, heads_rule: bool = True
+) -> torch.Tensor:
     """Call the learner's ``fn(x, mha)``; fail if it hands the work to the module itself."""
     __tracebackhide__ = True
     mha.calls = 0
-    with record_torch_calls() as names:
+    with record_torch_calls() as names, _HeadBatches() as seen:
         out = call(fn, name, (x, mha))
     if mha.calls or find_calls(names, ("multi_head_attention_forward",)):
         fail(
             f"`{name}` calls `mha(x)` (or F.multi_head_attention_forward) itself: compute the "
             "result from mha.q_proj, k_proj, v_proj and out_proj instead."
+        )
+    all_at_once = x.shape[0] * mha.num_heads in seen.batches and mha.num_heads > 1
+    if heads_rule and name == SEQ and all_at_once:
+        fail(
+            f"`{SEQ}` computes all heads in one batched product (batch B·nh), as mha(x) does: "
+            "loop over the heads (for h in range(mha.num_heads)) with one slice of the weights "
+            "per head."
         )
     if isinstance(out, tuple | list):
         fail(f"`{name}` returned a {type(out).__name__}: return only the output tensor (B, T, C).")
@@ -263,21 +296,25 @@ def check_mha_parallel_values(fn: Callable, *, seed: int = 0, thorough: bool = F
 # ------------------------------------------------------------- one at a time vs all at once
 
 
-def _big_op_counts(fn, name, gen, nhs, grad_mode) -> list[int]:
-    """Matmul-family plus fused-attention calls of ``fn`` at each nh (C = 16, B = 2, T = 5)."""
+def _big_op_counts(fn, name, gen, nhs, grad_mode) -> tuple[list[int], list[OpCounter]]:
+    """Matmul-family plus fused-attention calls of ``fn`` at each nh (C = 16, B = 2, T = 5).
+
+    Each counter also says whether one batched product covered all B·nh heads at once.
+    """
     __tracebackhide__ = True
     counters = []
     for nh in nhs:
         mha = _make_mha(gen, 16, nh)
         x = randn(gen, 2, 5, 16)  # (B, T, C)
-        with _GRAD_MODES[grad_mode](), OpCounter() as counter:
-            out = _run(fn, name, x, mha)
+        with _GRAD_MODES[grad_mode](), OpCounter() as counter, _HeadBatches() as seen:
+            out = _run(fn, name, x, mha, heads_rule=False)
+        counter.all_heads_at_once = 2 * nh in seen.batches
         if not close(out, _oracle(mha, x)):  # a count means nothing for a wrong result
             fail(f"`{name}` is wrong for nh={nh}: make it equal mha(x)[0] first (the test above).")
         counters.append(counter)
     if all(c.big_ops == 0 for c in counters):  # no product at all: every op is evidence
-        return [c.total for c in counters]
-    return [c.big_ops for c in counters]
+        return [c.total for c in counters], counters
+    return [c.big_ops for c in counters], counters
 
 
 def _count_cases(thorough):
@@ -295,9 +332,15 @@ def check_mha_sequential_loops(fn: Callable, *, seed: int = 0, thorough: bool = 
     gen = make_generator(seed)
     nhs, modes = _count_cases(thorough)
     for mode in modes:
-        counts = _big_op_counts(fn, SEQ, gen, nhs, mode)
+        counts, counters = _big_op_counts(fn, SEQ, gen, nhs, mode)
         steps = zip(nhs, nhs[1:], counts, counts[1:], strict=False)
         if all(c1 - c0 >= n1 - n0 for n0, n1, c0, c1 in steps):
+            if any(c.all_heads_at_once for c in counters):  # extra products cannot make up
+                fail(
+                    f"`{SEQ}` computes all heads in one batched product (batch B·nh): loop over "
+                    "the heads (for h in range(mha.num_heads)) with one slice of the weights per "
+                    "head."
+                )
             continue
         if len(set(counts)) == 1:
             fail(
@@ -317,7 +360,7 @@ def check_mha_parallel_batches(fn: Callable, *, seed: int = 0, thorough: bool = 
     gen = make_generator(seed)
     nhs, modes = _count_cases(thorough)
     for mode in modes:
-        counts = _big_op_counts(fn, PAR, gen, nhs, mode)
+        counts, _ = _big_op_counts(fn, PAR, gen, nhs, mode)
         steps = zip(nhs, nhs[1:], counts, counts[1:], strict=False)
         if all(c1 - c0 < n1 - n0 for n0, n1, c0, c1 in steps):  # shapes may shift a few ops
             continue

@@ -49,7 +49,9 @@ NB05, NB06, NB07, NB08 = (
     "08_interview_prep",
 )
 NOTEBOOKS = (NB01, NB02, NB03, NB04, NB05, NB06, NB07, NB08)
-TRITON = ("test_triton_attention_matches_sdpa", "test_triton_attention_causal")
+# Notebook 06's Triton checks are optional self-checks without points: nothing to win there.
+TRITON = ("selfcheck_triton_attention_matches_sdpa", "selfcheck_triton_attention_causal")
+TILED = ("test_tiled_attention_matches_sdpa", "test_tiled_attention_causal")
 PROBE_METADATA = "mha_verify"  # what the grader marks its own recording cells with
 
 
@@ -309,7 +311,7 @@ def to_nn_mha_masks(lengths, max_len, causal=True):
 
 # --------------------------------------------------------------------- class 2: a fake probe
 
-HIDDEN_NO_OPS = "check_triton_values = check_triton_causal = lambda *a, **k: None\n"
+HIDDEN_NO_OPS = "check_tiled_values = check_tiled_causal = lambda *a, **k: None\n"
 
 FORGED_SOFTMAX_RECORDING = '''from autograder.checks.replay import publish_recording
 
@@ -758,17 +760,17 @@ ATTACKS = (
         "c2_nb06_vanishing_patch",
         NB06,
         2,
-        TRITON,
-        "the Triton kernel left unfinished; a cell carrying the grader's probe metadata rebinds "
-        "the Triton checks to no-ops, and vanishes with the probes before the scan",
+        TILED,
+        "tiled attention left unfinished; a cell carrying the grader's probe metadata rebinds "
+        "the tiled checks to no-ops, and vanishes with the probes before the scan",
         "solution",
         (
-            Edit("stub", "triton_attention"),
+            Edit("stub", "tiled_attention"),
             Edit(
                 "after",
                 "setup",
                 HIDDEN_NO_OPS,
-                {PROBE_METADATA: "test_triton_attention_matches_sdpa"},
+                {PROBE_METADATA: "test_tiled_attention_matches_sdpa"},
             ),
         ),
     ),

@@ -14,7 +14,6 @@ graph, so the gradients it leaves are the grader's own.
 from __future__ import annotations
 
 import contextlib
-import copyreg
 import io
 import json
 import pickle
@@ -30,6 +29,7 @@ from autograder.kernel.codec import (
     decode_value,
     module_tensors,
     own_tensors,
+    rebuild_as,
     rebuild_tensor,
     rebuilt_exception,
     watched_inputs,
@@ -159,7 +159,7 @@ class _Pickler(pickle.Pickler):
             base = next(b for b in cls.__mro__ if not b.__module__.startswith("autograder.checks"))
             if issubclass(base, tuple | list):
                 return (base, (list(obj),))
-            return (copyreg.__newobj__, (base,), dict(vars(obj)))
+            return (rebuild_as, (base, dict(vars(obj))))
         if isinstance(obj, torch.Tensor) and not isinstance(obj, torch.nn.Parameter):
             if obj.requires_grad:  # a tensor in a graph does not pickle: its values do
                 return (rebuild_tensor, (obj.detach(), True))
