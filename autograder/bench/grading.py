@@ -1,11 +1,16 @@
 """Benchmark: ``python -m autograder grade --jobs N`` against serial ``nbgrader autograde``.
 
-``python -m autograder.bench.grading [--n 100] [--jobs 2] [--quick]`` generates N submissions of
-one notebook (correct, wrong, unfinished and noisy ones, whole notebooks as learners hand them
-in), grades them both ways at equal isolation (every baseline kernel runs through the same
-sandboxed kernelspec, with the same limits) and prints both wall times and their ratio. The
-baseline times ``nbgrader autograde`` alone; ``grade`` is timed whole (templates, feedback,
-out-of-kernel re-checks, CSV included). Both must agree on every score.
+``python -m autograder.bench.grading [--n 100] [--jobs 2] [--quick] [--attack]`` generates N
+submissions of one notebook (correct, wrong, unfinished and noisy ones, whole notebooks as
+learners hand them in), grades them both ways at equal isolation (every baseline kernel runs
+through the same sandboxed kernelspec, with the same limits) and prints both wall times and their
+ratio. The baseline times ``nbgrader autograde`` alone; ``grade`` is timed whole (templates,
+feedback, out-of-kernel verification, CSV included). Both must agree on every score.
+
+``--attack`` makes one submission in the middle of the class hostile: its ``softmax`` is
+PyTorch's own, hidden from the kernel's recorder, after work meant to swamp the grader (once,
+while its call is recorded: two 4096³ matrix products and 1 GiB of zeros). The others must
+still agree with the baseline, and the attacker must not score on its softmax cells.
 """
 
 from __future__ import annotations
@@ -46,7 +51,25 @@ c.Execute.timeout = {timeout}
 """
 
 
-def make_submissions(root: Path, n: int, notebook: str) -> dict[str, str]:
+HEAVY_SOFTMAX = """import torch
+from torch.utils._python_dispatch import _disable_current_modes
+
+_heavy = [True]
+
+
+def softmax(x, dim=-1):
+    extra = 0
+    if _heavy.pop() if _heavy else False:  # once: 1 GiB and two 4096^3 products, recorded
+        big = torch.zeros(2**27, dtype=torch.float64)
+        a = torch.ones(4096, 4096) @ torch.ones(4096, 4096)
+        extra = 0 * (big[0] + (a @ a)[0, 0])
+    with _disable_current_modes():
+        hidden = torch.softmax(x, dim)
+    return hidden + extra
+"""
+
+
+def make_submissions(root: Path, n: int, notebook: str, attack: bool = False) -> dict[str, str]:
     """``n`` students' submissions of ``notebook``; returns student -> kind."""
     from autograder.build import instructor_notebook_text
     from autograder.nbgrader_run import NbgraderRun
@@ -59,7 +82,7 @@ def make_submissions(root: Path, n: int, notebook: str) -> dict[str, str]:
     release = nbformat.read(run.root / "release" / notebook / f"{notebook}.ipynb", as_version=4)
     kinds = {}
     for i in range(n):
-        kind = MIX[i % len(MIX)]
+        kind = "attack" if attack and i == n // 2 else MIX[i % len(MIX)]
         student = f"student{i:03d}"
         nb = nbformat.from_dict(json.loads(json.dumps(release if kind == "stub" else solution)))
         for cell in nb.cells:
@@ -69,6 +92,8 @@ def make_submissions(root: Path, n: int, notebook: str) -> dict[str, str]:
                 cell.source = f"def {name}(*args, **kwargs):\n    return args[0] * 0\n"
             if meta.get("solution") and kind == "noisy":
                 cell.source += "\nimport sys\nprint('debugging', file=sys.stderr)\n"
+            if meta.get("grade_id") == "softmax" and kind == "attack":
+                cell.source = HEAVY_SOFTMAX
         folder = root / "submitted" / student / notebook
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / f"{notebook}.ipynb")
@@ -147,13 +172,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--notebook", default=NOTEBOOK)
     p.add_argument("--keep", help="keep the generated folders here")
     p.add_argument("--report", help="write the numbers as JSON here")
+    p.add_argument("--attack", action="store_true", help="one hostile submission in the class")
     args = p.parse_args(argv)
     n = 2 if args.quick else args.n
     limits = Limits(cell_timeout_s=60)
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="mha-bench-"))
     root.mkdir(parents=True, exist_ok=True)
     try:
-        kinds = make_submissions(root, n, args.notebook)
+        kinds = make_submissions(root, n, args.notebook, attack=args.attack)
         load_before = os.getloadavg()
         base_s, base_scores = run_baseline(root, root / "submitted", args.notebook, limits)
         ours_s, our_scores, summary = run_grade(root, root / "submitted", args.jobs, limits)
@@ -161,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
-    disagree = sorted(s for s in kinds if base_scores.get(s) != our_scores.get(s))
+    honest = [s for s, kind in kinds.items() if kind != "attack"]
+    disagree = sorted(s for s in honest if base_scores.get(s) != our_scores.get(s))
+    attackers = {s: our_scores.get(s) for s, kind in kinds.items() if kind == "attack"}
     report = {
         "submissions": n,
         "jobs": args.jobs,
@@ -172,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_before": [round(x, 2) for x in load_before],
         "load_after": [round(x, 2) for x in load_after],
         "disagreements": disagree,
+        "attackers": attackers,
         "isolation": describe(detect(), limits),
     }
     print(f"{n} submissions of {args.notebook} ({', '.join(sorted(set(kinds.values())))})")
@@ -181,6 +210,11 @@ def main(argv: list[str] | None = None) -> int:
         f"  ratio: {base_s / ours_s:.2f}x   (load average before {load_before[0]:.1f}, "
         f"after {load_after[0]:.1f}, {report['cores']} cores)"
     )
+    for student, score in attackers.items():
+        print(
+            f"  the hostile submission ({student}) scored {score} (baseline nbgrader: "
+            f"{base_scores.get(student)})"
+        )
     if disagree:
         print(f"  scores differ for {len(disagree)}: {', '.join(disagree[:10])}")
         print(summary[-3000:])
