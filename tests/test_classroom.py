@@ -22,6 +22,7 @@ from autograder.classroom.grade import discover, shard_of
 from autograder.classroom.gradebook import (
     MergeError,
     copy_assignment,
+    export_csv,
     merge,
     open_gradebook,
     submission_record,
@@ -380,6 +381,26 @@ def test_manual_grades_and_comments_travel_with_a_merge(tmp_path, empty_db):
         copy_assignment(gb, gb, "hw")  # a gradebook agrees with itself
         write_submission(gb, "hw", "ann", record)
         assert submission_record(gb, "hw", "ann") == record
+
+
+def test_grades_csv_neutralises_formulas_and_keeps_numbers(tmp_path, empty_db):
+    """OWASP CSV injection: a text cell that starts with = + - @ (or tab, CR) gets a leading '."""
+    evil = '=HYPERLINK("http://x","y")'
+    db = _gradebook(empty_db, tmp_path / "g.db", {evil: 2.0, "ann": 1.0})
+    graded = {"assignment": "hw", "status": "graded", "notebooks": [], "notes": ["+1"]}
+    results = [
+        {**graded, "student": evil, "flags": ["@SUM(A1)", "-2"]},
+        {**graded, "student": "ann", "flags": ["cell 3: uses exec"]},
+        {"student": "\tbo", "assignment": "hw", "status": "error", "error": "\r=1+1"},
+    ]
+    export_csv(db, results, tmp_path / "g.csv")
+    with open(tmp_path / "g.csv", newline="") as f:
+        rows = {r["student_id"]: r for r in csv.DictReader(f)}
+    assert sorted(rows) == ["'\tbo", "'" + evil, "ann"]
+    assert rows["'" + evil]["flags"] == "'@SUM(A1); -2" and rows["ann"]["notes"] == "'+1"
+    assert rows["'\tbo"]["error"] == "'\r=1+1"
+    assert rows["'" + evil]["score"] == "3" and rows["ann"]["max_score"] == "3"
+    assert rows["ann"]["flags"] == "cell 3: uses exec"
 
 
 @pytest.mark.slow
