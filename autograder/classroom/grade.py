@@ -403,8 +403,11 @@ def grade_class(submissions: Path, out: Path, options: Options, echo=print) -> i
             _run_pool(
                 todo, folder, scratch, template, fonts_dir, iso, limits, options, jobs_n, summary
             )
-        results = [read_json(folder.result_path(j)) for j in jobs]
-        return summary.finish(folder, [r for r in results if r], time.monotonic() - started)
+        from autograder.classroom.identical import flag_identical
+
+        results = [r for r in (read_json(folder.result_path(j)) for j in jobs) if r]
+        summary.identical = flag_identical(out, jobs, results)
+        return summary.finish(folder, results, time.monotonic() - started)
 
 
 def _font_cache_in_background(folder: Path):

@@ -20,6 +20,7 @@ class Summary:
         self.out, self.iso, self.limits, self.jobs, self.warm = out, iso, limits, jobs, warm
         self.echo = echo
         self.ignored: list[str] = []
+        self.identical: list[str] = []  # groups of learners who handed in the same work
         self.skipped = 0
         self.todo = 0
         self._bar = None
@@ -79,6 +80,13 @@ class Summary:
             say(f"COULD NOT BE GRADED ({len(errors)}), not scored:")
             for r in errors:
                 say(f"  {r['student']}/{r['assignment']}: {r.get('error')}")
+        if self.identical:
+            say(
+                f"identical submissions of different learners ({len(self.identical)}), "
+                "for a person to look at (grades unchanged):"
+            )
+            for line in self.identical:
+                say(f"  {line}")
         flagged = [r for r in results if r.get("flags")]
         if flagged:
             say(f"for the instructor to look at ({len(flagged)}):")
