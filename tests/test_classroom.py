@@ -15,6 +15,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from autograder import nbcell, paths
+from autograder.checks.replay import MIME
 from autograder.classroom.execute import GradingExecute
 from autograder.classroom.feedback import ClassroomFeedback
 from autograder.classroom.files import folder_digest, read_json, write_atomic
@@ -226,6 +227,57 @@ def test_test_cells_keep_only_their_own_result():
     ]
     GradingExecute._keep_own_result(partial)
     assert [o.data["text/plain"] for o in partial.outputs] == ["0.5"]
+
+
+OUTPUT_FLOOD = [
+    'raise ValueError("e" * 5_000_000)',
+    "try:\n    1 / 0\nexcept ZeroDivisionError:\n    for _ in range(300):\n"
+    "        get_ipython().showtraceback()\nraise KeyError('the last one')",
+    'print("y" * 30_000)',
+    *['print("z" * 15_000)'] * 5,
+    "h = display('a', display_id=True)\nh.update('b' * 50_000)",
+    "0.5",
+    "from IPython.display import publish_display_data\n"
+    f"publish_display_data({{{MIME!r}: 'r' * 100_000}})",
+]
+
+
+@pytest.mark.slow
+def test_output_caps_hold_for_every_output_type_and_the_whole_notebook():
+    """Errors are capped too (one notebook came out at 201 MB): each keeps its ename and a short
+    value, a cell keeps one shortened error, the latest; a notebook keeps at most its cap in all;
+    the grader's recording is kept whole and uncounted."""
+    from autograder.classroom.execute import RunRecords
+    from autograder.nbgrader_run import kernel_stderr_silenced
+
+    nb = new_notebook(cells=[new_code_cell(source) for source in OUTPUT_FLOOD])
+    nb.cells[-1].metadata["mha_verify"] = "test_x"
+    records = RunRecords()
+    ex = GradingExecute(
+        output_limit=20_000, notebook_output_limit=60_000, verify=False, records=records
+    )
+    with kernel_stderr_silenced():
+        nb, _ = ex.preprocess(nb, {"nbgrader": {"notebook": "a"}})
+    outputs = [c.outputs for c in nb.cells]
+    notes = [
+        [o.text for o in out if o.output_type == "stream" and "[output cut" in o.text]
+        for out in outputs
+    ]
+    error = outputs[0][-1]
+    assert (
+        error.ename == "ValueError"
+        and len(error.evalue) < 1000
+        and "characters cut" in error.evalue
+    )
+    errors = [o for o in outputs[1] if o.output_type == "error"]
+    assert errors[-1].ename == "KeyError" and len(errors) < 40
+    assert "this cell's output passed 20000 bytes" in notes[2][0] and len(outputs[2]) == 1
+    assert [bool(n) for n in notes[3:8]] == [False, False, True, True, True]
+    assert "in all" in notes[7][0]
+    assert outputs[8][0].data["text/plain"].startswith("[display update cut")
+    assert outputs[9][-1].data["text/plain"] == "0.5"
+    assert len(nbformat.writes(nb)) < 100_000
+    assert len(records["a"]["dumps"]["test_x"]) == 100_000 and records["a"]["truncated"] == 6
 
 
 def test_feedback_drops_outputs_and_redacts_hidden_tests():

@@ -94,6 +94,7 @@ def nbgrader_config(limits: Limits, runtime: Path, verify: bool, records: RunRec
     c.Execute.shutdown_kernel = "immediate"
     c.GradingExecute.notebook_budget = limits.notebook_budget_s
     c.GradingExecute.output_limit = limits.output_bytes
+    c.GradingExecute.notebook_output_limit = limits.notebook_output_bytes
     c.GradingExecute.verify = verify
     c.GradingExecute.records = records
     c.GenerateFeedback.preprocessors = [GetGrades, ClassroomFeedback, CSSHTMLHeaderPreprocessor]
