@@ -32,8 +32,14 @@ from autograder.classroom.gradebook import (
 from autograder.classroom.identical import flag_identical
 from autograder.classroom.isolation import Isolation, Limits, bwrap_argv, describe, kernel_env
 from autograder.classroom.launch import launch_argv
-from autograder.classroom.scan import scan_notebook, scan_source
+from autograder.classroom.scan import (
+    dynamic_features,
+    scan_notebook,
+    scan_source,
+    withheld_tests,
+)
 from autograder.classroom.structure import SubmissionError, prepare, restore_structure
+from autograder.classroom.worker import verdict
 from autograder.classroom.zygote import _empty
 from conftest import REPO, autograder, run
 
@@ -143,6 +149,124 @@ def test_renamed_notebook_is_graded_and_symlinks_are_not_copied(tmp_path):
 def test_scan_flags_suspicious_patterns(source, flag):
     found = scan_source(source, {"check_softmax_values"})
     assert any(flag in f for f in found), found
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'getattr(f, "__globals__")',
+        'vars(f)["__globals__"]',
+        "f.__globals__['check'] = None",
+        "x.__dict__",
+        "f.__code__",
+        "f.__closure__[0].cell_contents",
+        "object.__subclasses__()",
+        "__builtins__",
+        "__import__('os')",
+        "import importlib",
+        "from importlib import import_module",
+        "exec('x = 1')",
+        "eval('1')",
+        "compile('1', '', 'eval')",
+        "import builtins as b\nb.exec('x')",
+        "import torch\ntorch._C._set_grad_enabled(True)",
+        "from torch import _C",
+        "with torch._C.DisableTorchFunction():\n    pass",
+        "from torch.utils._python_dispatch import _disable_current_modes",
+        "torch.utils._python_dispatch._pop_mode()",
+        "import torch.overrides",
+        "import sys as s\ns.modules['torch']",
+        "sys._getframe(1).f_globals",
+        "import inspect\ninspect.currentframe()",
+        "inspect.stack()",
+        "import gc\ngc.get_objects()",
+        "gc.get_referrers(f)",
+        "try:\n    1 / 0\nexcept Exception as e:\n    e.__traceback__.tb_frame.f_back",
+        "import autograder",
+        "from autograder.checks import _core",
+        "m = 'autograder.checks._core'",
+    ],
+)
+def test_scan_finds_dynamic_features(source):
+    assert dynamic_features(source), source
+    assert scan_source(source), source  # a flag for a person in any cell
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "model.eval()",
+        "torch.compile(f)",
+        "re.compile('x')",
+        "getattr(mha, name).weight",
+        "super().__init__()",
+        "print(fn.__name__)",
+        'def f():\n    """What the autograder checks: shapes."""',
+        "import inspect\nprint(inspect.getsource(f))",
+    ],
+)
+def test_dynamic_features_leave_ordinary_code_alone(source):
+    assert dynamic_features(source) == []
+
+
+def _withholding_case():
+    """Answers f, g, h; g calls a helper; tests of each. Returns (release, reference)."""
+    cells = [
+        _cell("from x import check_f, check_g, check_h", "setup", locked=True),
+        _cell("def f(x):\n    raise NotImplementedError()", "f", solution=True),
+        _cell("def g(x):\n    raise NotImplementedError()", "g", solution=True),
+        _cell("def h(x):\n    raise NotImplementedError()", "h", solution=True),
+        new_code_cell("import inspect\nprint(inspect.stack())"),  # the release's own demo
+    ]
+    tests = [
+        _cell(f"check_{n}({n})", f"test_{n}", grade=True, locked=True, points=1) for n in "fgh"
+    ]
+    reference = new_notebook(cells=cells + tests)
+    reference.cells[
+        -1
+    ].source += "\n### BEGIN HIDDEN TESTS\ncheck_h(h, seed=1)\n### END HIDDEN TESTS"
+    return new_notebook(cells=cells + tests), reference
+
+
+def test_tests_that_use_dynamic_code_are_withheld():
+    """The test of f (getattr of __globals__) and of g (through a helper cell the learner added,
+    which defines a function with exec) are withheld; h's is not, nor the release's demo."""
+    release, reference = _withholding_case()
+    submitted = nbformat.from_dict(json.loads(json.dumps(release)))
+    submitted.cells[1].source = 'def f(x):\n    return getattr(x, "__globals__")'
+    submitted.cells[2].source = "def g(x):\n    return helper(x)"
+    submitted.cells[3].source = "def h(x):\n    return x"
+    submitted.cells.insert(4, new_code_cell("exec('def helper(x):\\n    return x')"))
+    withheld = withheld_tests(submitted, reference, release)
+    assert withheld == {
+        "test_f": "`f`, which reads __globals__ by name",
+        "test_g": "`cell 5`, which runs code from a string (exec)",
+    }
+    assert withheld_tests(release, reference, release) == {}
+    status, message, flag = verdict("test_f", "verified", None, False, withheld["test_f"])
+    assert status == "withheld" and "may award the points" in message and "__globals__" in flag
+    assert verdict("test_f", "refuted", "wrong", False, withheld["test_f"])[0] == "refuted"
+    assert verdict("test_h", "verified", None, True, None) == (None, None, None)
+
+
+def test_no_instructor_answer_trips_a_dynamic_feature():
+    """Every solution's answer cells, and the solutions handed in as a learner would: no
+    dynamic-feature flag, no withheld test, no flag at all."""
+    from hostile import filled
+
+    from autograder.build import instructor_notebook_text
+
+    for nb_id in paths.notebook_ids():
+        solution = nbformat.reads(instructor_notebook_text(nb_id), as_version=4)
+        answers = [c for c in solution.cells if nbcell.is_answer(c) and c.cell_type == "code"]
+        assert answers, nb_id
+        flagged = {nbcell.grade_id(c): dynamic_features(c.source) for c in answers}
+        assert not any(flagged.values()), (nb_id, flagged)
+        release = nbformat.read(REPO / "course" / nb_id / f"{nb_id}.ipynb", as_version=4)
+        handed_in = filled(release, solution)
+        assert withheld_tests(handed_in, solution, release) == {}, nb_id
+        names = {nbcell.grade_id(c) for c in handed_in.cells if nbcell.is_answer(c)}
+        assert scan_notebook(handed_in, names) == [], nb_id
 
 
 def test_scan_is_quiet_on_the_instructor_answers():

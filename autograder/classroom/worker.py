@@ -47,7 +47,7 @@ from autograder.classroom.kernels import (
     ZygoteServer,
 )
 from autograder.classroom.launch import prepare_runtime, sandbox_settings, write_kernelspec
-from autograder.classroom.scan import scan_notebook
+from autograder.classroom.scan import scan_notebook, withheld_tests
 from autograder.classroom.structure import SubmissionError, prepare
 from autograder.grading import explain_error
 from autograder.nbgrader_run import NbgraderRun, kernel_stderr_silenced
@@ -143,9 +143,16 @@ def cell_result(grade, cell) -> dict:
 
 
 def verdict(
-    grade_id: str, check: str, problem: str | None, suspicious: bool
+    grade_id: str, check: str, problem: str | None, suspicious: bool, depends_on: str | None = None
 ) -> tuple[str | None, str | None, str | None]:
-    """What a passed cell's re-check means: (withdrawn as, why, flag for a person), each or None."""
+    """What a passed cell's re-check means: (withdrawn as, why, flag for a person), each or None.
+
+    ``depends_on``: the learner's code with dynamic features the test uses, if any
+    (:func:`~autograder.classroom.scan.withheld_tests`); its points wait for a person.
+    """
+    if depends_on and check != "refuted":
+        problem = f"withheld for a person, who may award the points: it uses {depends_on}"
+        return "withheld", problem, f"{grade_id}: withheld (it uses {depends_on})"
     if check == "unverified" and suspicious:
         # No re-check, and code a person must look at: the points wait for them.
         problem = f"not verified outside the kernel ({problem}) in a notebook flagged "
@@ -270,6 +277,14 @@ class Worker:
             mark = now
 
         result["notes"] += prepare(Path(job["folder"]), expected, submitted)
+        withheld = {  # read as handed in, before any learner code runs
+            name: withheld_tests(
+                nbformat.read(submitted / name, as_version=4),
+                nbformat.read(course / "source" / assignment / name, as_version=4),
+                nbformat.read(release, as_version=4),
+            )
+            for name, release in expected.items()
+        }
         lap("prepare")
         self.records.clear()
         if self.zygote is not None and not self.zygote.alive():
@@ -289,7 +304,9 @@ class Worker:
         with self.run.gradebook() as gb:
             for name in expected:
                 run = runs.get(Path(name).stem, {})
-                summary, flags, notes = self._check_notebook(gb, assignment, student, name, run)
+                summary, flags, notes = self._check_notebook(
+                    gb, assignment, student, name, run, withheld[name]
+                )
                 result["notebooks"].append(summary)
                 result["flags"] += flags
                 result["notes"] += notes
@@ -306,11 +323,12 @@ class Worker:
         lap("publish")
 
     def _check_notebook(
-        self, gb, assignment: str, student: str, name: str, run: dict
+        self, gb, assignment: str, student: str, name: str, run: dict, withheld: dict
     ) -> tuple[dict, list[str], list[str]]:
         """(Per-cell results re-checked outside the kernel, flags, notes) for one notebook.
 
-        Refuted cells lose their points, in the gradebook and in the graded notebook.
+        Refuted cells lose their points, in the gradebook and in the graded notebook; so do, until
+        a person awards them, ``withheld`` ones (test grade id -> the dynamic code it uses).
         """
         path = self.run.root / "autograded" / student / assignment / name
         nb = nbformat.read(path, as_version=4)
@@ -327,7 +345,7 @@ class Worker:
             if entry["passed"]:
                 entry["check"], problem = self._recheck(cell, grade.name, run)
                 withdrawn_as, message, flag = verdict(
-                    grade.name, entry["check"], problem, bool(suspicious)
+                    grade.name, entry["check"], problem, bool(suspicious), withheld.get(grade.name)
                 )
                 if withdrawn_as:
                     changed |= _withdraw(grade, entry, cell, message, withdrawn_as)
