@@ -1,8 +1,9 @@
 """Containment and integrity of class grading, in one ``grade`` run of notebook 01.
 
 Links under the submissions root are refused, not followed; grades.csv runs no formula in a
-spreadsheet; identical work of different learners is flagged, never regraded; a flood of error
-output is capped; tests that use answer code with dynamic features are withheld for a person.
+spreadsheet; identical work of different learners is flagged, its grades unchanged; a flood of
+error output is capped; tests that use answer code with dynamic features are withheld for a
+person.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def test_grades_csv_runs_no_formula(graded):
     assert not any(v.startswith(("=", "+", "-", "@")) for r in rows.values() for v in r.values())
 
 
-def test_identical_work_is_flagged_for_a_person_not_regraded(graded):
+def test_identical_work_is_flagged_for_a_person_grades_unchanged(graded):
     done, results, _, _ = graded
     flags = {s: [f for f in r["flags"] if f.startswith("identical")] for s, r in results.items()}
     assert flags["alice"] == [  # gina added a cell of her own: the answers are alice's
