@@ -13,7 +13,7 @@ import json
 
 import nbformat
 import pytest
-from hostile import FULL, SDPA, _copy, filled, minimal, notebooks, set_answer
+from hostile import FULL, SDPA, filled, minimal, notebooks, set_answer
 
 from autograder import nbcell, paths
 from conftest import autograder
@@ -21,6 +21,10 @@ from conftest import autograder
 pytestmark = pytest.mark.slow
 NB = "01_attention_from_scratch"
 FORMULA = "=cmd"  # a learner id a spreadsheet would run
+
+
+def _copy(nb):
+    return nbformat.from_dict(json.loads(json.dumps(nb)))
 
 
 @pytest.fixture(scope="module")
