@@ -40,7 +40,7 @@ from autograder.classroom.files import (
 from autograder.classroom.isolation import Limits, detect, prepare_font_cache
 from autograder.nbgrader_settings import IGNORED_FILES
 
-CLASSROOM_VERSION = "1"
+CLASSROOM_VERSION = "2"  # 2: output caps for every output, tests withheld for dynamic code
 HARD_LIMIT_MARGIN_S = 180
 EXIT_OK, EXIT_ERRORS, EXIT_INTERRUPTED = 0, 2, 130
 CONFIG_FILE = '''"""nbgrader configuration of a graded class (by `python -m autograder grade`).
