@@ -15,22 +15,31 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from autograder import nbcell, paths
+from autograder.checks.replay import MIME
 from autograder.classroom.execute import GradingExecute
 from autograder.classroom.feedback import ClassroomFeedback
 from autograder.classroom.files import folder_digest, read_json, write_atomic
-from autograder.classroom.grade import discover, shard_of
+from autograder.classroom.grade import Job, discover, shard_of
 from autograder.classroom.gradebook import (
     MergeError,
     copy_assignment,
+    export_csv,
     merge,
     open_gradebook,
     submission_record,
     write_submission,
 )
+from autograder.classroom.identical import flag_identical
 from autograder.classroom.isolation import Isolation, Limits, bwrap_argv, describe, kernel_env
 from autograder.classroom.launch import launch_argv
-from autograder.classroom.scan import scan_notebook, scan_source
+from autograder.classroom.scan import (
+    dynamic_features,
+    scan_notebook,
+    scan_source,
+    withheld_tests,
+)
 from autograder.classroom.structure import SubmissionError, prepare, restore_structure
+from autograder.classroom.worker import verdict
 from autograder.classroom.zygote import _empty
 from conftest import REPO, autograder, run
 
@@ -142,6 +151,124 @@ def test_scan_flags_suspicious_patterns(source, flag):
     assert any(flag in f for f in found), found
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        'getattr(f, "__globals__")',
+        'vars(f)["__globals__"]',
+        "f.__globals__['check'] = None",
+        "x.__dict__",
+        "f.__code__",
+        "f.__closure__[0].cell_contents",
+        "object.__subclasses__()",
+        "__builtins__",
+        "__import__('os')",
+        "import importlib",
+        "from importlib import import_module",
+        "exec('x = 1')",
+        "eval('1')",
+        "compile('1', '', 'eval')",
+        "import builtins as b\nb.exec('x')",
+        "import torch\ntorch._C._set_grad_enabled(True)",
+        "from torch import _C",
+        "with torch._C.DisableTorchFunction():\n    pass",
+        "from torch.utils._python_dispatch import _disable_current_modes",
+        "torch.utils._python_dispatch._pop_mode()",
+        "import torch.overrides",
+        "import sys as s\ns.modules['torch']",
+        "sys._getframe(1).f_globals",
+        "import inspect\ninspect.currentframe()",
+        "inspect.stack()",
+        "import gc\ngc.get_objects()",
+        "gc.get_referrers(f)",
+        "try:\n    1 / 0\nexcept Exception as e:\n    e.__traceback__.tb_frame.f_back",
+        "import autograder",
+        "from autograder.checks import _core",
+        "m = 'autograder.checks._core'",
+    ],
+)
+def test_scan_finds_dynamic_features(source):
+    assert dynamic_features(source), source
+    assert scan_source(source), source  # a flag for a person in any cell
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "model.eval()",
+        "torch.compile(f)",
+        "re.compile('x')",
+        "getattr(mha, name).weight",
+        "super().__init__()",
+        "print(fn.__name__)",
+        'def f():\n    """What the autograder checks: shapes."""',
+        "import inspect\nprint(inspect.getsource(f))",
+    ],
+)
+def test_dynamic_features_leave_ordinary_code_alone(source):
+    assert dynamic_features(source) == []
+
+
+def _withholding_case():
+    """Answers f, g, h; g calls a helper; tests of each. Returns (release, reference)."""
+    cells = [
+        _cell("from x import check_f, check_g, check_h", "setup", locked=True),
+        _cell("def f(x):\n    raise NotImplementedError()", "f", solution=True),
+        _cell("def g(x):\n    raise NotImplementedError()", "g", solution=True),
+        _cell("def h(x):\n    raise NotImplementedError()", "h", solution=True),
+        new_code_cell("import inspect\nprint(inspect.stack())"),  # the release's own demo
+    ]
+    tests = [
+        _cell(f"check_{n}({n})", f"test_{n}", grade=True, locked=True, points=1) for n in "fgh"
+    ]
+    reference = new_notebook(cells=cells + tests)
+    reference.cells[
+        -1
+    ].source += "\n### BEGIN HIDDEN TESTS\ncheck_h(h, seed=1)\n### END HIDDEN TESTS"
+    return new_notebook(cells=cells + tests), reference
+
+
+def test_tests_that_use_dynamic_code_are_withheld():
+    """The test of f (getattr of __globals__) and of g (through a helper cell the learner added,
+    which defines a function with exec) are withheld; h's is not, nor the release's demo."""
+    release, reference = _withholding_case()
+    submitted = nbformat.from_dict(json.loads(json.dumps(release)))
+    submitted.cells[1].source = 'def f(x):\n    return getattr(x, "__globals__")'
+    submitted.cells[2].source = "def g(x):\n    return helper(x)"
+    submitted.cells[3].source = "def h(x):\n    return x"
+    submitted.cells.insert(4, new_code_cell("exec('def helper(x):\\n    return x')"))
+    withheld = withheld_tests(submitted, reference, release)
+    assert withheld == {
+        "test_f": "`f`, which reads __globals__ by name",
+        "test_g": "`cell 5`, which runs code from a string (exec)",
+    }
+    assert withheld_tests(release, reference, release) == {}
+    status, message, flag = verdict("test_f", "verified", None, False, withheld["test_f"])
+    assert status == "withheld" and "may award the points" in message and "__globals__" in flag
+    assert verdict("test_f", "refuted", "wrong", False, withheld["test_f"])[0] == "refuted"
+    assert verdict("test_h", "verified", None, True, None) == (None, None, None)
+
+
+def test_no_instructor_answer_trips_a_dynamic_feature():
+    """Every solution's answer cells, and the solutions handed in as a learner would: no
+    dynamic-feature flag, no withheld test, no flag at all."""
+    from hostile import filled
+
+    from autograder.build import instructor_notebook_text
+
+    for nb_id in paths.notebook_ids():
+        solution = nbformat.reads(instructor_notebook_text(nb_id), as_version=4)
+        answers = [c for c in solution.cells if nbcell.is_answer(c) and c.cell_type == "code"]
+        assert answers, nb_id
+        flagged = {nbcell.grade_id(c): dynamic_features(c.source) for c in answers}
+        assert not any(flagged.values()), (nb_id, flagged)
+        release = nbformat.read(REPO / "course" / nb_id / f"{nb_id}.ipynb", as_version=4)
+        handed_in = filled(release, solution)
+        assert withheld_tests(handed_in, solution, release) == {}, nb_id
+        names = {nbcell.grade_id(c) for c in handed_in.cells if nbcell.is_answer(c)}
+        assert scan_notebook(handed_in, names) == [], nb_id
+
+
 def test_scan_is_quiet_on_the_instructor_answers():
     if NB not in paths.notebook_ids():
         pytest.skip(f"{NB} is not in solutions/")
@@ -151,6 +278,59 @@ def test_scan_is_quiet_on_the_instructor_answers():
     answers = {c.metadata["nbgrader"]["grade_id"] for c in nb.cells if "nbgrader" in c.metadata}
     nb.cells = [c for c in nb.cells if nbcell.grade_id(c)]
     assert scan_notebook(nb, answers) == []
+
+
+# ----------------------------------------------------------------------------- identical work
+
+
+def test_identical_submissions_are_flagged_naming_the_others(tmp_path):
+    """Same answers (whitespace aside) or same bytes: a flag naming the other learners in each
+    result, rewritten only when it changes; untouched releases are alike and not flagged."""
+    out = tmp_path / "out"
+    (out / "release" / "hw").mkdir(parents=True)
+    nbformat.write(_release(), out / "release" / "hw" / "a.ipynb")
+
+    def answered(source):
+        nb = _release()
+        nb.cells[1].source = source
+        return nbformat.writes(nb)
+
+    files = {
+        "ann": answered("def f(x):\n    return x + 1\n"),
+        "bo": answered("def f(x):\n  return x  +  1"),
+        "fay": answered("def f(x):\n    return x - 1\n"),
+        "di": nbformat.writes(_release()),
+        "ed": nbformat.writes(_release()).replace('"cells"', '"cells" '),
+        "gus": '{"cells": [',
+    }
+    files["cy"], files["hal"] = files["ann"], files["gus"]
+    jobs, results = [], []
+    for student, text in files.items():
+        (tmp_path / student).mkdir()
+        (tmp_path / student / "a.ipynb").write_text(text)
+        jobs.append(Job(f"hw/{student}", student, "hw", str(tmp_path / student)))
+        results.append({"student": student, "assignment": "hw", "flags": ["cell 2: uses exec"]})
+    lines = flag_identical(out, jobs, results)
+    assert lines == [
+        "hw: ann, bo, cy (the same answers, whitespace aside)",
+        "hw: gus, hal (the same notebook bytes)",
+    ]
+    flags = {r["student"]: r["flags"] for r in results}
+    assert flags["bo"][0] == (
+        "identical to the submissions of ann, cy (the same answers, whitespace aside)"
+    )
+    assert flags["hal"] == [
+        "identical to the submission of gus (the same notebook bytes)",
+        flags["hal"][1],
+    ]
+    assert all(flags[s] == ["cell 2: uses exec"] for s in ("fay", "di", "ed"))
+    written = {p.stem: p.stat().st_mtime_ns for p in (out / "results" / "hw").glob("*.json")}
+    assert sorted(written) == ["ann", "bo", "cy", "gus", "hal"]
+    assert read_json(out / "results" / "hw" / "ann.json")["flags"] == flags["ann"]
+    assert flag_identical(out, jobs, results) == lines
+    assert {
+        p.stem: p.stat().st_mtime_ns for p in (out / "results" / "hw").glob("*.json")
+    } == written
 
 
 # ----------------------------------------------------------------------------- kernel outputs
@@ -171,6 +351,57 @@ def test_test_cells_keep_only_their_own_result():
     ]
     GradingExecute._keep_own_result(partial)
     assert [o.data["text/plain"] for o in partial.outputs] == ["0.5"]
+
+
+OUTPUT_FLOOD = [
+    'raise ValueError("e" * 5_000_000)',
+    "try:\n    1 / 0\nexcept ZeroDivisionError:\n    for _ in range(300):\n"
+    "        get_ipython().showtraceback()\nraise KeyError('the last one')",
+    'print("y" * 30_000)',
+    *['print("z" * 15_000)'] * 5,
+    "h = display('a', display_id=True)\nh.update('b' * 50_000)",
+    "0.5",
+    "from IPython.display import publish_display_data\n"
+    f"publish_display_data({{{MIME!r}: 'r' * 100_000}})",
+]
+
+
+@pytest.mark.slow
+def test_output_caps_hold_for_every_output_type_and_the_whole_notebook():
+    """Errors are capped too (one notebook came out at 201 MB): each keeps its ename and a short
+    value, a cell keeps one shortened error, the latest; a notebook keeps at most its cap in all;
+    the grader's recording is kept whole and uncounted."""
+    from autograder.classroom.execute import RunRecords
+    from autograder.nbgrader_run import kernel_stderr_silenced
+
+    nb = new_notebook(cells=[new_code_cell(source) for source in OUTPUT_FLOOD])
+    nb.cells[-1].metadata["mha_verify"] = "test_x"
+    records = RunRecords()
+    ex = GradingExecute(
+        output_limit=20_000, notebook_output_limit=60_000, verify=False, records=records
+    )
+    with kernel_stderr_silenced():
+        nb, _ = ex.preprocess(nb, {"nbgrader": {"notebook": "a"}})
+    outputs = [c.outputs for c in nb.cells]
+    notes = [
+        [o.text for o in out if o.output_type == "stream" and "[output cut" in o.text]
+        for out in outputs
+    ]
+    error = outputs[0][-1]
+    assert (
+        error.ename == "ValueError"
+        and len(error.evalue) < 1000
+        and "characters cut" in error.evalue
+    )
+    errors = [o for o in outputs[1] if o.output_type == "error"]
+    assert errors[-1].ename == "KeyError" and len(errors) < 40
+    assert "this cell's output passed 20000 bytes" in notes[2][0] and len(outputs[2]) == 1
+    assert [bool(n) for n in notes[3:8]] == [False, False, True, True, True]
+    assert "in all" in notes[7][0]
+    assert outputs[8][0].data["text/plain"].startswith("[display update cut")
+    assert outputs[9][-1].data["text/plain"] == "0.5"
+    assert len(nbformat.writes(nb)) < 100_000
+    assert len(records["a"]["dumps"]["test_x"]) == 100_000 and records["a"]["truncated"] == 6
 
 
 def test_feedback_drops_outputs_and_redacts_hidden_tests():
@@ -231,6 +462,27 @@ def test_discover_and_shards_partition_the_class(tmp_path):
     assert set().union(*shards) == {j.student for j in jobs}
     assert sum(len(s) for s in shards) == len(jobs)
     assert all(shard_of(s, 3) == k for k, shard in enumerate(shards) for s in shard)
+
+
+def test_links_under_the_submissions_root_are_refused_never_followed(tmp_path):
+    """A linked learner folder, assignment folder or notebook is an error naming the link; the
+    learners it points at are graded as usual."""
+    for student in ("alice", "eve"):
+        (tmp_path / student / NB).mkdir(parents=True)
+        (tmp_path / student / NB / f"{NB}.ipynb").write_text("{}")
+    (tmp_path / "bob").symlink_to("alice")
+    (tmp_path / "carol").mkdir()
+    (tmp_path / "carol" / NB).symlink_to(tmp_path / "alice" / NB)
+    (tmp_path / "dave" / NB).mkdir(parents=True)
+    (tmp_path / "dave" / NB / f"{NB}.ipynb").symlink_to(tmp_path / "eve" / NB / f"{NB}.ipynb")
+    jobs = {j.student: j for j in discover(tmp_path, [NB])[0]}
+    assert sorted(jobs) == ["alice", "bob", "carol", "dave", "eve"]
+    assert not jobs["alice"].refused and not jobs["eve"].refused
+    assert jobs["bob"].refused.startswith("bob is a symbolic link (to alice)")
+    assert jobs["carol"].refused.startswith(f"carol/{NB} is a symbolic link")
+    assert jobs["dave"].refused.startswith(f"dave/{NB}/{NB}.ipynb is a symbolic link")
+    assert jobs["bob"].assignment == NB and jobs["bob"].folder == str(tmp_path / "bob")
+    assert jobs["carol"].folder == str(tmp_path / "carol" / NB)  # not resolved to alice's
 
 
 def test_zygote_cleanup_spares_the_grader_bind_mounts(tmp_path):
@@ -361,6 +613,26 @@ def test_manual_grades_and_comments_travel_with_a_merge(tmp_path, empty_db):
         assert submission_record(gb, "hw", "ann") == record
 
 
+def test_grades_csv_neutralises_formulas_and_keeps_numbers(tmp_path, empty_db):
+    """OWASP CSV injection: a text cell that starts with = + - @ (or tab, CR) gets a leading '."""
+    evil = '=HYPERLINK("http://x","y")'
+    db = _gradebook(empty_db, tmp_path / "g.db", {evil: 2.0, "ann": 1.0})
+    graded = {"assignment": "hw", "status": "graded", "notebooks": [], "notes": ["+1"]}
+    results = [
+        {**graded, "student": evil, "flags": ["@SUM(A1)", "-2"]},
+        {**graded, "student": "ann", "flags": ["cell 3: uses exec"]},
+        {"student": "\tbo", "assignment": "hw", "status": "error", "error": "\r=1+1"},
+    ]
+    export_csv(db, results, tmp_path / "g.csv")
+    with open(tmp_path / "g.csv", newline="") as f:
+        rows = {r["student_id"]: r for r in csv.DictReader(f)}
+    assert sorted(rows) == ["'\tbo", "'" + evil, "ann"]
+    assert rows["'" + evil]["flags"] == "'@SUM(A1); -2" and rows["ann"]["notes"] == "'+1"
+    assert rows["'\tbo"]["error"] == "'\r=1+1"
+    assert rows["'" + evil]["score"] == "3" and rows["ann"]["max_score"] == "3"
+    assert rows["ann"]["flags"] == "cell 3: uses exec"
+
+
 @pytest.mark.slow
 def test_merge_command_writes_the_gradebook_and_a_csv(tmp_path, empty_db):
     a = _gradebook(empty_db, tmp_path / "a.db", {"ann": 1.0})
@@ -408,6 +680,12 @@ def notebook_01():
         pytest.skip(f"{NB} is not in solutions/")
 
 
+def _graded_part(path: Path) -> dict:
+    """A result but its flags: the end of a run adds ``identical to ...`` flags over the whole
+    class (an interrupted run never gets there), which is not grading it again."""
+    return {k: v for k, v in read_json(path).items() if k != "flags"}
+
+
 @pytest.mark.slow
 def test_interrupted_run_resumes_without_regrading(tmp_path, notebook_01):
     students = {
@@ -444,14 +722,17 @@ def test_interrupted_run_resumes_without_regrading(tmp_path, notebook_01):
         time.sleep(0.5)
     first.send_signal(signal.SIGINT)
     stdout, stderr = first.communicate(timeout=120)
-    done_before = {p.name: p.stat().st_mtime_ns for p in results.glob("*.json")}
+    done_before = {p.name: _graded_part(p) for p in results.glob("*.json")}
     assert first.returncode == 130 and "interrupted" in stderr, stdout + stderr
     assert 2 <= len(done_before) < len(students)
     second = run(command)
     assert second.returncode == 2, second.stdout + second.stderr  # the corrupt one
     assert f"{len(done_before)} unchanged since the last run" in second.stdout, second.stdout
-    after = {p.name: p.stat().st_mtime_ns for p in results.glob("*.json")}
+    after = {p.name: _graded_part(p) for p in results.glob("*.json")}
     assert {k: after[k] for k in done_before} == done_before
+    assert read_json(results / "a_correct.json")["flags"] == [
+        "identical to the submissions of d_correct, f_correct (the same notebook bytes)"
+    ]
     assert sorted(after) == sorted(f"{s}.json" for s in students)
     with open_gradebook(out / "gradebook.db") as gb:
         scores = {s.student.id: s.score for s in gb.find_assignment(NB).submissions}

@@ -7,7 +7,9 @@ never ran (kernel dead, notebook stopped) would pass. :class:`GradingExecute` in
 - when the kernel dies, or does not stop after an interrupt (a loop that catches
   ``KeyboardInterrupt``), kills it and marks every remaining cell "not run: <why>", so the notebook
   still gets a definite grade: points for the tests that ran, 0 with a reason for the others;
-- caps each cell's output (errors always kept);
+- caps each cell's output and the notebook's in all, every output type included; an error or a
+  result past a cap is kept shortened (its ``ename``, the start of its value, the end of its
+  traceback), so nbgrader still sees the failure, and a note in the cell says what was cut;
 - drops ``execute_result`` outputs a test cell did not produce itself: nbgrader reads the first
   one as partial credit, and learner code can publish one before the test fails;
 - after each test cell that passed, verifies it (:mod:`autograder.checks.replay.cells`): the
@@ -43,6 +45,10 @@ SIGNALS = {
 }
 
 
+KEPT_PAST_CAP = ("error", "execute_result")  # nbgrader grades on these: shortened, never dropped
+KEPT_CHARS = 1000  # about this much of each, while the notebook is under its cap; a tenth after
+
+
 def not_run(reason: str):
     return nbformat.v4.new_output(
         "error", ename="NotRun", evalue=f"not run: {reason}", traceback=[f"NotRun: {reason}"]
@@ -51,6 +57,36 @@ def not_run(reason: str):
 
 def _has_error(cell) -> bool:
     return any(o.output_type == "error" for o in cell.get("outputs", []))
+
+
+def output_size(content: dict) -> int:
+    """Characters of an output message's content: text, data, and an error's parts."""
+    size = len(content.get("text", "")) + sum(len(str(v)) for v in content.get("data", {}).values())
+    size += len(str(content.get("ename", ""))) + len(str(content.get("evalue", "")))
+    return size + sum(len(str(line)) for line in content.get("traceback", []))
+
+
+def _head(text: str, chars: int) -> str:
+    return text if len(text) <= chars else f"{text[:chars]}… [{len(text) - chars} characters cut]"
+
+
+def _tail(text: str, chars: int) -> str:
+    return text if len(text) <= chars else f"[{len(text) - chars} characters cut] …{text[-chars:]}"
+
+
+def shorten(content: dict, chars: int) -> None:
+    """An error or a result cut to about ``chars`` characters, in place: an error keeps its
+    ``ename``, the start of its value and the end of its traceback; a result its plain text."""
+    if "ename" in content:
+        content["ename"] = _head(str(content["ename"]), 100)
+        content["evalue"] = _head(str(content.get("evalue", "")), chars // 2)
+        traceback = "\n".join(str(line) for line in content.get("traceback", []))
+        content["traceback"] = [_tail(traceback, chars // 2)] if traceback else []
+    else:
+        content["data"] = {
+            "text/plain": _head(str(content.get("data", {}).get("text/plain", "")), chars)
+        }
+        content["metadata"] = {}
 
 
 class RunRecords(dict):
@@ -70,6 +106,9 @@ class GradingExecute(Execute):
 
     notebook_budget = Integer(300, help="Seconds for the whole notebook.").tag(config=True)
     output_limit = Integer(1024**2, help="Output bytes kept per cell.").tag(config=True)
+    notebook_output_limit = Integer(16 * 1024**2, help="Output bytes kept per notebook.").tag(
+        config=True
+    )
     verify = Bool(True, help="Verify passed test cells in the grader's process.").tag(config=True)
 
     records = Instance(RunRecords, allow_none=True, help="Where each run is recorded.").tag(
@@ -87,6 +126,8 @@ class GradingExecute(Execute):
         self._stop: str | None = None
         self._ran: set[int] = set()
         self._bytes: dict[int, int] = defaultdict(int)
+        self._kept_bytes = 0  # what the notebook keeps, for its cap
+        self._past_cap: dict[tuple[int, str], object] = {}  # the one shortened output of a kind
         self._truncated: set[int] = set()
         self._timing: dict = {"slowest_cell": (0.0, None), "verification": 0.0}
         self._verdicts: dict[str, list] = {}
@@ -245,19 +286,51 @@ class GradingExecute(Execute):
         cell.outputs = [o for o in cell.outputs if o.output_type != "execute_result" or o in keep]
 
     def output(self, outs, msg, display_id, cell_index):
-        if msg["msg_type"] == "error":
-            return super().output(outs, msg, display_id, cell_index)
         content = msg.get("content", {})
         if self._verifying:  # the kernel's reply to the grader: kept apart, capped by the grader
             return super().output(outs, msg, display_id, cell_index)
-        size = len(content.get("text", "")) + sum(
-            len(str(v)) for v in content.get("data", {}).values()
-        )
+        size = output_size(content)
         self._bytes[cell_index] += size
-        if self._bytes[cell_index] > self.output_limit:
-            if cell_index not in self._truncated:
-                self._truncated.add(cell_index)
-                note = f"\n[output cut: this cell printed more than {self.output_limit} bytes]\n"
-                outs.append(nbformat.v4.new_output("stream", name="stdout", text=note))
+        cell_over = self._bytes[cell_index] > self.output_limit
+        notebook_over = self._kept_bytes + size > self.notebook_output_limit
+        if not (cell_over or notebook_over):
+            self._kept_bytes += size
+            return super().output(outs, msg, display_id, cell_index)
+        if cell_index not in self._truncated:
+            self._truncated.add(cell_index)
+            what = f"this cell's output passed {self.output_limit} bytes"
+            if not cell_over:
+                what = f"the notebook's output passed {self.notebook_output_limit} bytes in all"
+            note = f"\n[output cut: {what}; the rest is dropped, errors and results shortened]\n"
+            outs.append(nbformat.v4.new_output("stream", name="stdout", text=note))
+        if msg["msg_type"] not in KEPT_PAST_CAP:
             return None
-        return super().output(outs, msg, display_id, cell_index)
+        return self._keep_shortened(outs, msg, cell_index)
+
+    def _keep_shortened(self, outs, msg, cell_index):
+        """An error or result past a cap, shortened; a cell keeps one of each, the latest."""
+        under = self._kept_bytes < self.notebook_output_limit
+        shorten(msg["content"], KEPT_CHARS if under else KEPT_CHARS // 10)
+        out = super().output(outs, msg, None, cell_index)  # no display id: it may be moved
+        if out is None:
+            return None
+        self._kept_bytes += output_size(out)
+        previous = self._past_cap.get((cell_index, out.output_type))
+        places = [i for i, o in enumerate(outs) if o is previous]
+        if places and outs[-1] is out:
+            outs[places[0]] = outs.pop()
+            self._kept_bytes -= output_size(previous)
+        self._past_cap[(cell_index, out.output_type)] = out
+        return out
+
+    def _update_display_id(self, display_id, msg):
+        """A display updated in place counts like a new output (or it would bypass the caps)."""
+        content = msg.get("content", {})
+        size = output_size(content)
+        if display_id in self._display_id_map:  # else there is nothing to update
+            if size > self.output_limit or self._kept_bytes + size > self.notebook_output_limit:
+                content["data"] = {"text/plain": f"[display update cut: {size} bytes]"}
+                content["metadata"] = {}
+            else:
+                self._kept_bytes += size
+        return super()._update_display_id(display_id, msg)

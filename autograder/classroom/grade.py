@@ -39,7 +39,7 @@ from autograder.classroom.files import (
 from autograder.classroom.isolation import Limits, detect, prepare_font_cache
 from autograder.nbgrader_settings import IGNORED_FILES
 
-CLASSROOM_VERSION = "1"
+CLASSROOM_VERSION = "2"  # 2: output caps for every output, tests withheld for dynamic code
 HARD_LIMIT_MARGIN_S = 180
 EXIT_OK, EXIT_ERRORS, EXIT_INTERRUPTED = 0, 2, 130
 CONFIG_FILE = '''"""nbgrader configuration of a graded class (by `python -m autograder grade`).
@@ -76,6 +76,7 @@ class Job:
     folder: str
     sha256: str = ""
     key: str = ""
+    refused: str = ""  # why it is not graded (a symbolic link), or ""
 
 
 def default_jobs() -> int:
@@ -97,21 +98,64 @@ def shard_of(student: str, count: int) -> int:
 
 
 def discover(submissions: Path, assignments: list[str], shard=None) -> tuple[list[Job], list[str]]:
-    """Jobs for ``<student>/<assignment>/`` folders, and one line per thing ignored."""
-    jobs, ignored = [], []
+    """Jobs for ``<student>/<assignment>/`` folders, and one line per thing ignored.
+
+    Symbolic links are never followed: a linked learner folder, assignment folder or notebook
+    (one learner's link to another's work would grade that work twice) gives a job that is
+    refused with the link in its reason, one per assignment this run grades for a linked learner.
+    """
+    jobs, ignored, linked = [], [], []
     for student_dir in sorted(p for p in submissions.iterdir() if not p.name.startswith(".")):
+        theirs = not shard or shard_of(student_dir.name, shard[1]) == shard[0]
+        if student_dir.is_symlink():
+            linked += [student_dir] if theirs else []
+            continue
         if not student_dir.is_dir():
             ignored.append(f"{student_dir.name}: not a student folder")
             continue
-        if shard and shard_of(student_dir.name, shard[1]) != shard[0]:
+        if not theirs:
             continue
         for folder in sorted(p for p in student_dir.iterdir() if not p.name.startswith(".")):
-            if folder.is_dir() and folder.name in assignments:
+            if folder.name in assignments and (folder.is_symlink() or folder.is_dir()):
                 job_id = f"{folder.name}/{student_dir.name}"
-                jobs.append(Job(job_id, student_dir.name, folder.name, str(folder.resolve())))
+                job = Job(job_id, student_dir.name, folder.name, str(folder))
+                job.refused = _link_in(folder, submissions)
+                if not job.refused:
+                    job.folder = str(folder.resolve())
+                jobs.append(job)
             else:
                 ignored.append(f"{student_dir.name}/{folder.name}: not an assignment of the course")
-    return jobs, ignored
+    graded_here = sorted({j.assignment for j in jobs}) or assignments
+    for student_dir in linked:
+        why = _link_reason(student_dir, submissions)
+        jobs += [
+            Job(f"{a}/{student_dir.name}", student_dir.name, a, str(student_dir), refused=why)
+            for a in graded_here
+        ]
+    return sorted(jobs, key=lambda j: (j.student, j.assignment)), ignored
+
+
+def _link_reason(path: Path, submissions: Path) -> str:
+    where = path.relative_to(submissions).as_posix()
+    return (
+        f"{where} is a symbolic link (to {os.readlink(path)}), which grading never follows: "
+        "submit the files themselves"
+    )
+
+
+def _link_in(folder: Path, submissions: Path) -> str:
+    """Why ``folder`` cannot be graded because it, or a notebook in it, is a link; or ""."""
+    from autograder.classroom.structure import SKIPPED_DIRS
+
+    if folder.is_symlink():
+        return _link_reason(folder, submissions)
+    for root, dirs, files in os.walk(folder):  # never descends into linked folders
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
+        for name in sorted(files + dirs):
+            path = Path(root) / name
+            if name.endswith(".ipynb") and path.is_symlink():
+                return _link_reason(path, submissions)
+    return ""
 
 
 def _instructor_notebook(source: Path, assignment: str) -> str | None:
@@ -275,7 +319,7 @@ def _locked(out: Path):
         yield
 
 
-def _lost_result(job: Job, why: str) -> dict:
+def _lost_result(job: Job, why: str, retry: bool = True) -> dict:
     return {
         "version": 1,
         "student": job.student,
@@ -284,7 +328,7 @@ def _lost_result(job: Job, why: str) -> dict:
         "sha256": job.sha256,
         "status": "error",
         "error": why,
-        "retry": True,
+        "retry": retry,
         "notes": [],
         "flags": [],
         "notebooks": [],
@@ -330,12 +374,19 @@ def grade_class(submissions: Path, out: Path, options: Options, echo=print) -> i
             folder.save_manifest()
         todo = []
         for job in jobs:
-            job.sha256 = folder_digest(Path(job.folder))
+            if job.refused:  # a link: its reason, never what it points at
+                job.sha256 = hashlib.sha256(job.refused.encode()).hexdigest()
+            else:
+                job.sha256 = folder_digest(Path(job.folder))
             job.key = hashlib.sha256((job.sha256 + keys[job.assignment]).encode()).hexdigest()
             result = read_json(folder.result_path(job))
             if result and result.get("key") == job.key and not result.get("retry"):
                 folder.record(job, result)
                 summary.skipped += 1
+            elif job.refused:
+                result = _lost_result(job, job.refused, retry=False)
+                write_json(folder.result_path(job), result)
+                folder.record(job, result)
             else:
                 todo.append(job)
         summary.todo = len(todo)
@@ -345,8 +396,11 @@ def grade_class(submissions: Path, out: Path, options: Options, echo=print) -> i
             _run_pool(
                 todo, folder, scratch, template, fonts_dir, iso, limits, options, jobs_n, summary
             )
-        results = [read_json(folder.result_path(j)) for j in jobs]
-        return summary.finish(folder, [r for r in results if r], time.monotonic() - started)
+        from autograder.classroom.identical import flag_identical
+
+        results = [r for r in (read_json(folder.result_path(j)) for j in jobs) if r]
+        summary.identical = flag_identical(out, jobs, results)
+        return summary.finish(folder, results, time.monotonic() - started)
 
 
 def _font_cache_in_background(folder: Path):

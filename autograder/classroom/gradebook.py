@@ -205,6 +205,15 @@ def merge(inputs: list[Path], out: Path, replace: bool = False) -> dict:
 
 # ----------------------------------------------------------------------------- export
 
+NUMBER_COLUMNS = {"score", "max_score"}
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(text: str) -> str:
+    """``text`` with a leading ``'`` if a spreadsheet would read it as a formula (OWASP CSV
+    injection): learner ids, flags and notes quote what learners wrote."""
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
 
 def export_csv(gb_path: Path, results: list[dict], target: Path) -> None:
     """One row per submission: gradebook scores (manual grades included), status, flags."""
@@ -246,7 +255,10 @@ def export_csv(gb_path: Path, results: list[dict], target: Path) -> None:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns)
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows(
+        {c: v if c in NUMBER_COLUMNS else spreadsheet_safe(v) for c, v in row.items()}
+        for row in rows
+    )
     from autograder.classroom.files import write_atomic
 
     write_atomic(target, buffer.getvalue())

@@ -41,6 +41,7 @@ class Limits:
     cell_timeout_s: int = 60
     notebook_budget_s: int = 300
     output_bytes: int = 1 * MIB  # per cell; the rest is dropped with a note
+    notebook_output_bytes: int = 16 * MIB  # per notebook, all cells together
     threads: int = 1
     package: str = ""  # the folder holding the kernel's `autograder` (see kernel_package)
 

@@ -82,7 +82,8 @@ def restore_structure(nb, release) -> list[str]:
     return notes
 
 
-def _files(folder: Path, notes: list[str]) -> list[Path]:
+def submission_files(folder: Path, notes: list[str]) -> list[Path]:
+    """The files of a submission that grading reads: no links (noted), no checkpoints."""
     files = []
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder)
@@ -95,15 +96,9 @@ def _files(folder: Path, notes: list[str]) -> list[Path]:
     return files
 
 
-def prepare(folder: Path, expected: dict[str, Path], dest: Path) -> list[str]:
-    """Copy ``folder`` to nbgrader's ``dest``, repaired; raise :class:`SubmissionError`.
-
-    ``expected`` maps each notebook file name of the assignment to its release version.
-    """
-    notes: list[str] = []
-    if not folder.is_dir():
-        raise SubmissionError(f"{folder} is not a folder")
-    files = _files(folder, notes)
+def choose_notebooks(folder: Path, files: list[Path], expected, notes: list[str]) -> dict:
+    """Expected notebook name -> the file of ``files`` graded as it; raise
+    :class:`SubmissionError` when one is missing."""
     notebooks = {p.relative_to(folder).as_posix(): p for p in files if p.suffix == ".ipynb"}
     chosen: dict[str, Path] = {}
     for name in expected:
@@ -120,6 +115,19 @@ def prepare(folder: Path, expected: dict[str, Path], dest: Path) -> list[str]:
         else:
             found = ", ".join(sorted(notebooks)) or "no notebook"
             raise SubmissionError(f"no {name} in the submission (found: {found})")
+    return chosen
+
+
+def prepare(folder: Path, expected: dict[str, Path], dest: Path) -> list[str]:
+    """Copy ``folder`` to nbgrader's ``dest``, repaired; raise :class:`SubmissionError`.
+
+    ``expected`` maps each notebook file name of the assignment to its release version.
+    """
+    notes: list[str] = []
+    if not folder.is_dir():
+        raise SubmissionError(f"{folder} is not a folder")
+    files = submission_files(folder, notes)
+    chosen = choose_notebooks(folder, files, expected, notes)
     graded = {}
     for name, path in chosen.items():
         size = path.stat().st_size

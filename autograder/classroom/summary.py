@@ -20,6 +20,7 @@ class Summary:
         self.out, self.iso, self.limits, self.jobs, self.warm = out, iso, limits, jobs, warm
         self.echo = echo
         self.ignored: list[str] = []
+        self.identical: list[str] = []  # groups of learners who handed in the same work
         self.skipped = 0
         self.todo = 0
         self._bar = None
@@ -79,24 +80,32 @@ class Summary:
             say(f"COULD NOT BE GRADED ({len(errors)}), not scored:")
             for r in errors:
                 say(f"  {r['student']}/{r['assignment']}: {r.get('error')}")
+        if self.identical:
+            say(
+                f"identical submissions of different learners ({len(self.identical)}), "
+                "for a person to look at (grades unchanged):"
+            )
+            for line in self.identical:
+                say(f"  {line}")
         flagged = [r for r in results if r.get("flags")]
         if flagged:
             say(f"for the instructor to look at ({len(flagged)}):")
             for r in flagged:
                 say(f"  {r['student']}/{r['assignment']}: " + "; ".join(r["flags"][:6]))
-        unverified = [
-            c["grade_id"]
-            for r in graded
-            for nb in r.get("notebooks", [])
-            for c in nb["cells"]
-            if c.get("check") in ("unverified", "withheld")
-        ]
+        cells = [c for r in graded for nb in r.get("notebooks", []) for c in nb["cells"]]
+        unverified = [c["grade_id"] for c in cells if c.get("check") == "unverified"]
         if unverified:
             names = ", ".join(sorted(set(unverified)))
             say(
                 f"note: {len(unverified)} passed cell(s) could not be verified outside the kernel "
-                f"({names}): they keep their in-kernel points, unless their notebook is flagged "
-                "for a person, who then decides (flags above give the reason)"
+                f"({names}): they keep their in-kernel points (flags above say which)"
+            )
+        withheld = [c["grade_id"] for c in cells if c.get("check") == "withheld"]
+        if withheld:
+            names = ", ".join(sorted(set(withheld)))
+            say(
+                f"note: {len(withheld)} passed cell(s) are withheld for a person ({names}): 0 "
+                "points until a person awards them in the formgrader (flags above give the reason)"
             )
         for line in self.ignored:
             say(f"ignored: {line}")

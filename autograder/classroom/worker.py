@@ -47,7 +47,7 @@ from autograder.classroom.kernels import (
     ZygoteServer,
 )
 from autograder.classroom.launch import prepare_runtime, sandbox_settings, write_kernelspec
-from autograder.classroom.scan import scan_notebook
+from autograder.classroom.scan import scan_notebook, withheld_tests
 from autograder.classroom.structure import SubmissionError, prepare
 from autograder.grading import explain_error
 from autograder.nbgrader_run import NbgraderRun, kernel_stderr_silenced
@@ -95,6 +95,7 @@ def nbgrader_config(limits: Limits, runtime: Path, verify: bool, records: RunRec
     c.Execute.shutdown_kernel = "immediate"
     c.GradingExecute.notebook_budget = limits.notebook_budget_s
     c.GradingExecute.output_limit = limits.output_bytes
+    c.GradingExecute.notebook_output_limit = limits.notebook_output_bytes
     c.GradingExecute.verify = verify
     c.GradingExecute.records = records
     c.GenerateFeedback.preprocessors = [GetGrades, ClassroomFeedback, CSSHTMLHeaderPreprocessor]
@@ -143,13 +144,23 @@ def cell_result(grade, cell) -> dict:
 
 
 def verdict(
-    grade_id: str, check: str, problem: str | None, suspicious: bool, verifying: bool = True
+    grade_id: str,
+    check: str,
+    problem: str | None,
+    suspicious: bool,
+    depends_on: str | None = None,
+    verifying: bool = True,
 ) -> tuple[str | None, str | None, str | None]:
     """What a passed cell's re-check means: (withdrawn as, why, flag for a person), each or None.
 
-    While verifying, the kernel's checks are stand-ins that always pass, so a cell the grader
-    could not verify has earned nothing yet: its points wait for a person.
+    ``depends_on``: the learner's code with dynamic features the test uses, if any
+    (:func:`~autograder.classroom.scan.withheld_tests`); its points wait for a person. While
+    verifying, the kernel's checks are stand-ins that always pass, so a cell the grader could not
+    verify has earned nothing yet: its points wait for a person too.
     """
+    if depends_on and check != "refuted":
+        problem = f"withheld for a person, who may award the points: it uses {depends_on}"
+        return "withheld", problem, f"{grade_id}: withheld (it uses {depends_on})"
     if check == "unverified" and (suspicious or verifying):
         where = " in a notebook flagged for a person to look at" if suspicious else ""
         problem = f"not verified outside the kernel ({problem}){where}: withheld until a person "
@@ -278,6 +289,14 @@ class Worker:
             mark = now
 
         result["notes"] += prepare(Path(job["folder"]), expected, submitted)
+        withheld = {  # read as handed in, before any learner code runs
+            name: withheld_tests(
+                nbformat.read(submitted / name, as_version=4),
+                nbformat.read(course / "source" / assignment / name, as_version=4),
+                nbformat.read(release, as_version=4),
+            )
+            for name, release in expected.items()
+        }
         lap("prepare")
         self.records.clear()
         if self._use_package_of(assignment) or (
@@ -299,7 +318,9 @@ class Worker:
         with self.run.gradebook() as gb:
             for name in expected:
                 run = runs.get(Path(name).stem, {})
-                summary, flags, notes = self._check_notebook(gb, assignment, student, name, run)
+                summary, flags, notes = self._check_notebook(
+                    gb, assignment, student, name, run, withheld[name]
+                )
                 result["notebooks"].append(summary)
                 result["flags"] += flags
                 result["notes"] += notes
@@ -316,11 +337,12 @@ class Worker:
         lap("publish")
 
     def _check_notebook(
-        self, gb, assignment: str, student: str, name: str, run: dict
+        self, gb, assignment: str, student: str, name: str, run: dict, withheld: dict
     ) -> tuple[dict, list[str], list[str]]:
         """(Per-cell results re-checked outside the kernel, flags, notes) for one notebook.
 
-        Refuted cells lose their points, in the gradebook and in the graded notebook.
+        Refuted cells lose their points, in the gradebook and in the graded notebook; so do, until
+        a person awards them, ``withheld`` ones (test grade id -> the dynamic code it uses).
         """
         path = self.run.root / "autograded" / student / assignment / name
         nb = nbformat.read(path, as_version=4)
@@ -337,7 +359,12 @@ class Worker:
             if entry["passed"]:
                 entry["check"], problem = self._recheck(cell, grade.name, run)
                 withdrawn_as, message, flag = verdict(
-                    grade.name, entry["check"], problem, bool(suspicious), self.cfg.verify
+                    grade.name,
+                    entry["check"],
+                    problem,
+                    bool(suspicious),
+                    withheld.get(grade.name),
+                    self.cfg.verify,
                 )
                 if withdrawn_as:
                     changed |= _withdraw(grade, entry, cell, message, withdrawn_as)
