@@ -139,7 +139,7 @@ def build(cache: Path, notebook_source: str) -> Path:
         (building / "autograder" / stub).parent.mkdir(parents=True, exist_ok=True)
     (building / "autograder" / "checks" / "__init__.py").write_text(CHECKS_STUB)
     (building / "autograder" / "classroom" / "__init__.py").write_text('"""The forkserver."""\n')
-    for name in _all_check_modules():
+    for name in all_check_modules():
         (building / "autograder" / "checks" / f"{name}.py").write_text(
             "from autograder.checks import CheckFailure, __getattr__  # noqa: F401\n"
         )
@@ -153,5 +153,5 @@ def build(cache: Path, notebook_source: str) -> Path:
     return target
 
 
-def _all_check_modules() -> list[str]:
+def all_check_modules() -> list[str]:
     return sorted(p.stem for p in (PACKAGE / "checks").glob("nb[0-9][0-9]_*.py"))

@@ -1,0 +1,101 @@
+"""The package a grading kernel sees holds no check and no declared answer; its key follows it.
+
+- every check module becomes a stand-in whose ``check_*`` names do nothing;
+- every name a check module declares in ``ANSWERS_IN_TOOLS`` exists, and in the tree of an
+  assignment that uses those checks it keeps its name but raises;
+- every notebook's set-up cell imports in its own tree (slow: one interpreter per notebook);
+- the grader's key changes when any tool, its data or the kernel code changes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from IPython.core.inputtransformer2 import TransformerManager
+
+from autograder import nbcell, paths
+from autograder.build import instructor_notebook_text
+from autograder.classroom import grade, kernel_package
+
+
+def _tree(notebook: str, cache: Path) -> Path:
+    return kernel_package.build(cache, instructor_notebook_text(notebook))
+
+
+def _run(tree: Path, code: str) -> subprocess.CompletedProcess:
+    env = {"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", "HOME": "/tmp", "MPLBACKEND": "Agg"}
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd="/tmp"
+    )
+
+
+@pytest.mark.parametrize("module", kernel_package.all_check_modules())
+def test_every_declared_answer_exists(module):
+    declared = importlib.import_module(f"autograder.checks.{module}").ANSWERS_IN_TOOLS
+    for key in declared:
+        if "/" in key:
+            assert (paths.REPO_ROOT / key).is_file(), key
+            continue
+        dotted, _, name = key.rpartition(".")
+        assert hasattr(importlib.import_module(dotted), name), key
+
+
+def test_withheld_names_keep_their_names_but_raise():
+    source = "def f(a, b=1):\n    return a\n\nclass C:\n    x = 1\n\nY = [1, 2]\nZ = 3\n"
+    namespace: dict = {}
+    exec(kernel_package.withhold(source, {"f", "C", "Y"}), namespace)  # noqa: S102
+    for call in (lambda: namespace["f"](1), lambda: namespace["C"]()):
+        with pytest.raises(RuntimeError, match="not available while your work is graded"):
+            call()
+    assert namespace["Y"] is None and namespace["Z"] == 3
+
+
+def test_a_kernel_tree_has_no_check_and_no_declared_answer(tmp_path):
+    notebook = "05_parallel_vs_sequential"
+    tree = _tree(notebook, tmp_path)
+    checks = tree / "autograder" / "checks"
+    assert not (checks / "_core.py").exists() and not (checks / "replay").exists()
+    for module in kernel_package.all_check_modules():
+        assert "def " not in (checks / f"{module}.py").read_text()
+    assert not (tree / "autograder" / "classroom" / "grade.py").exists()
+    code = (
+        "from autograder.checks.nb05_parallel import check_mha_sequential_values as c\n"
+        "assert c(lambda *a: 1/0) is None\n"
+        "from autograder.tools import nb05_parallel_heads as h\n"
+        "try:\n    h.loop_heads(None, None)\nexcept RuntimeError as e:\n    print('raised', e)\n"
+    )
+    done = _run(tree, code)
+    assert done.returncode == 0, done.stderr
+    assert "raised `loop_heads` is not available" in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("notebook", paths.notebook_ids())
+def test_every_setup_cell_imports_in_its_kernel_tree(notebook, tmp_path):
+    nb = nbformat.reads(instructor_notebook_text(notebook), as_version=4)
+    setup = next(c.source for c in nb.cells if nbcell.grade_id(c) == "setup")
+    code = TransformerManager().transform_cell(setup)
+    code = code.replace("get_ipython().run_line_magic", "(lambda *a: None)")
+    done = _run(_tree(notebook, tmp_path), code)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_grader_key_follows_tools_data_and_kernel(tmp_path, monkeypatch):
+    root = tmp_path / "repo"
+    shutil.copytree(paths.REPO_ROOT / "autograder", root / "autograder")
+    monkeypatch.setattr(paths, "REPO_ROOT", root)
+    options = grade.Options(jobs=1)
+    files = {"x.ipynb": b"{}"}
+    before = grade.grader_key(files, options)
+    for changed in ("tools/nb04_gqa.py", "tools/data/tiny_model.json", "kernel/recorder.py"):
+        path = root / "autograder" / changed
+        path.write_bytes(path.read_bytes() + b"\n")
+        after = grade.grader_key(files, options)
+        assert after != before, changed
+        before = after
