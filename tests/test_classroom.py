@@ -15,7 +15,6 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from autograder import nbcell, paths
-from autograder.kernel.server import MIME
 from autograder.classroom.execute import GradingExecute
 from autograder.classroom.feedback import ClassroomFeedback
 from autograder.classroom.files import folder_digest, read_json, write_atomic
@@ -41,6 +40,7 @@ from autograder.classroom.scan import (
 from autograder.classroom.structure import SubmissionError, prepare, restore_structure
 from autograder.classroom.worker import verdict
 from autograder.classroom.zygote import _empty
+from autograder.kernel.server import MIME
 from conftest import REPO, autograder, run
 
 NB = "01_attention_from_scratch"

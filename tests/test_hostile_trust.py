@@ -126,7 +126,7 @@ def test_attack_wins_no_target_cell(graded, attack):
     won = {
         g: (cells[g]["score"], cells[g]["check"])
         for g in attack.targets
-        if cells[g]["score"] > 0 and cells[g]["check"] != "withheld"
+        if g in cells and cells[g]["score"] > 0 and cells[g]["check"] != "withheld"
     }
     assert not won, f"threat {attack.threat}: {attack.what}: won {won}"
 

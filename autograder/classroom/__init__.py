@@ -5,8 +5,9 @@
 ``GUIDE.md`` in this folder.
 
 Modules: ``isolation`` (limits and sandbox), ``launch`` (sandboxed kernelspec), ``zygote`` and
-``kernels`` (warm forked kernels), ``execute`` (nbgrader's Execute step with budgets, recording
-the checks that ``autograder.checks.replay`` re-runs outside the kernel), ``scan`` (suspicious
+``kernels`` (warm forked kernels), ``execute`` (nbgrader's Execute step with budgets; it runs each
+passed test cell's checks here, the learner's code in the kernel: ``autograder.checks.replay``),
+``kernel_package`` (the answer-free package a grading kernel imports), ``scan`` (suspicious
 patterns), ``structure`` (repairing submissions), ``feedback``, ``worker``, ``pool``, ``grade``,
 ``gradebook``, ``summary``, ``files``.
 """
