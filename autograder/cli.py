@@ -26,12 +26,17 @@ def _cmd_build(args) -> int:
 
 
 def _cmd_check(args) -> int:
+    path = paths.notebook_argument(args.notebook)
+    if path.is_file():  # at once, before the imports and the grading that take seconds
+        from autograder.report import format_header
+
+        out = sys.stderr if args.json else sys.stdout  # --json: stdout holds the JSON alone
+        print(format_header(path, args.budget), file=out, flush=True)
     from autograder.classroom.isolation import Limits
     from autograder.grading import Submission, grade_submissions
     from autograder.notebook_files import NotebookError, identify, read_notebook
     from autograder.report import format_result
 
-    path = paths.notebook_argument(args.notebook)
     try:
         read_notebook(path)
         nb_id = identify(path)
