@@ -121,3 +121,15 @@ def test_check_takes_a_notebook_number(work, monkeypatch, first_notebook, given)
         monkeypatch.chdir(cwd)
         assert paths.notebook_argument(given).resolve() == notebook
     assert paths.notebook_argument("99") == paths.Path("99")  # left for `check` to report
+
+
+def test_start_page_says_to_save_before_check():
+    page = (paths.COURSE_DIR / lab_launcher.START_PAGE).read_text(encoding="utf-8")
+    commands = page[page.index("## Commands") :]
+    assert "check 01" in commands
+    assert "Save first (Ctrl+S): `check` grades the saved file" in commands
+    overrides = json.loads(
+        (lab_launcher.JUPYTER_CONFIG / "labconfig" / "default_setting_overrides.json").read_text()
+    )
+    interval = overrides["@jupyterlab/docmanager-extension:plugin"]["autosaveInterval"]
+    assert f"autosaves every {interval} seconds" in commands
