@@ -84,7 +84,9 @@ def _cmd_progress(args) -> int:
         return _error(
             f"{folder} is not a folder: run `make lab` first, or name your folder", False, folder
         )
-    return EXIT_OK if progress(folder) else EXIT_NOT_FULL_MARKS
+    # Unfinished notebooks are what progress reports, not a failure: only an unreadable or
+    # ungradable notebook makes the exit status non-zero.
+    return EXIT_OK if progress(folder) else EXIT_ERROR
 
 
 def _cmd_lab(args) -> int:
