@@ -80,6 +80,26 @@ def test_bad_input_json_mode(tmp_path, first_notebook, capsys):
     assert expected in json.loads(capsys.readouterr().out)["error"]
 
 
+def test_help_lists_the_learners_commands_first_in_plain_text(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert "``" not in text, "reST markup shows as is in a terminal"
+    learners, instructors = text.index("For learners:"), text.index("For instructors:")
+    listed = {}
+    for line in text.splitlines():
+        words = line.split()
+        if line.startswith("  ") and words and words[0].isalpha() and words[0] != "-h":
+            listed[words[0]] = text.index(line)
+    assert list(listed) == ["check", "progress", "lab", "build", "validate", "grade", "merge"]
+    assert all(learners < listed[c] < instructors for c in ["check", "progress", "lab"])
+    assert all(instructors < listed[c] for c in ["build", "validate", "grade", "merge"])
+    for command in listed:
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        assert "``" not in capsys.readouterr().out, command
+
+
 class _Graded(Exception):
     """Raised by a stand-in for grading, once it has seen what was printed before."""
 
