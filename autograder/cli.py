@@ -1,8 +1,9 @@
-"""``python -m autograder``: build the course, check a notebook, validate it all, open the lab."""
+"""``python -m autograder``: the learner's commands (check, progress, lab), the instructor's."""
 
 import argparse
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 from autograder import paths
@@ -26,12 +27,17 @@ def _cmd_build(args) -> int:
 
 
 def _cmd_check(args) -> int:
+    path = paths.notebook_argument(args.notebook)
+    if path.is_file():  # at once, before the imports and the grading that take seconds
+        from autograder.report import format_header
+
+        out = sys.stderr if args.json else sys.stdout  # --json: stdout holds the JSON alone
+        print(format_header(path, args.budget), file=out, flush=True)
     from autograder.classroom.isolation import Limits
     from autograder.grading import Submission, grade_submissions
     from autograder.notebook_files import NotebookError, identify, read_notebook
     from autograder.report import format_result
 
-    path = paths.notebook_argument(args.notebook)
     try:
         read_notebook(path)
         nb_id = identify(path)
@@ -79,7 +85,9 @@ def _cmd_progress(args) -> int:
         return _error(
             f"{folder} is not a folder: run `make lab` first, or name your folder", False, folder
         )
-    return EXIT_OK if progress(folder) else EXIT_NOT_FULL_MARKS
+    # Unfinished notebooks are what progress reports, not a failure: only an unreadable or
+    # ungradable notebook makes the exit status non-zero.
+    return EXIT_OK if progress(folder) else EXIT_ERROR
 
 
 def _cmd_lab(args) -> int:
@@ -88,14 +96,46 @@ def _cmd_lab(args) -> int:
     return launch(extra_args=args.jupyter_args)
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m autograder", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
+class _Listing:
+    """The subparsers action, noting each command's one-line help for the grouped command list."""
 
-    b = sub.add_parser("build", help="regenerate solutions/*.ipynb and course/ from solutions/*.py")
-    b.add_argument("notebooks", nargs="*", help="notebook ids (default: all)")
-    b.add_argument("--check", action="store_true", help="only compare; exit 1 if stale")
-    b.set_defaults(func=_cmd_build)
+    def __init__(self, sub):
+        self.sub, self.helps = sub, {}
+
+    def add_parser(self, name, **kwargs):
+        self.helps[name] = kwargs.get("help", "")
+        return self.sub.add_parser(name, **kwargs)
+
+
+LEARNER_COMMANDS = ["check", "progress", "lab"]
+INSTRUCTOR_COMMANDS = ["build", "validate", "grade", "merge"]
+
+
+def _command_list(helps: dict[str, str]) -> str:
+    width = max(map(len, helps)) + 2
+    groups = [("For learners", LEARNER_COMMANDS), ("For instructors", INSTRUCTOR_COMMANDS)]
+    lines = ["The course's commands (python -m autograder COMMAND --help tells more about one)."]
+    for title, names in groups:
+        lines += ["", f"{title}:"]
+        for name in names:
+            wrapped = textwrap.wrap(helps[name], 96 - width)
+            lines.append(f"  {name:<{width}}{wrapped[0]}")
+            lines += [" " * (width + 2) + more for more in wrapped[1:]]
+    return "\n".join(lines)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m autograder",
+        usage="%(prog)s COMMAND ...",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    # The commands are listed by _command_list, in two groups, instead of argparse's one list.
+    sub = _Listing(
+        p.add_subparsers(
+            dest="command", metavar="COMMAND", required=True, prog=p.prog, help=argparse.SUPPRESS
+        )
+    )
 
     c = sub.add_parser("check", help="grade one notebook (hidden tests included) and explain")
     c.add_argument("notebook", help="your notebook's number (01), id or path")
@@ -103,14 +143,6 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--cell-timeout", type=int, default=60, help="seconds per cell (default 60)")
     c.add_argument("--budget", type=int, default=300, help="seconds per notebook (default 300)")
     c.set_defaults(func=_cmd_check)
-
-    v = sub.add_parser("validate", help="CI gate: solutions pass, releases fail")
-    v.add_argument("notebooks", nargs="*", help="notebook ids (default: all)")
-    v.set_defaults(func=_cmd_validate)
-
-    from autograder.classroom.commands import add_parsers
-
-    add_parsers(sub, _cmd_grade)  # grade (a whole class) and merge (gradebooks)
 
     pr = sub.add_parser("progress", help="every notebook's score, hidden tests included")
     pr.add_argument(
@@ -125,6 +157,20 @@ def parser() -> argparse.ArgumentParser:
         help="passed to jupyter lab, e.g. --port 8891 --no-browser",
     )
     lab.set_defaults(func=_cmd_lab)
+
+    b = sub.add_parser("build", help="regenerate solutions/*.ipynb and course/ from solutions/*.py")
+    b.add_argument("notebooks", nargs="*", help="notebook ids (default: all)")
+    b.add_argument("--check", action="store_true", help="only compare; exit 1 if stale")
+    b.set_defaults(func=_cmd_build)
+
+    v = sub.add_parser("validate", help="CI gate: solutions pass, releases fail")
+    v.add_argument("notebooks", nargs="*", help="notebook ids (default: all)")
+    v.set_defaults(func=_cmd_validate)
+
+    from autograder.classroom.commands import add_parsers
+
+    add_parsers(sub, _cmd_grade)  # grade (a whole class) and merge (gradebooks)
+    p.description = _command_list(sub.helps)
     return p
 
 

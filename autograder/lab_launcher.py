@@ -6,10 +6,16 @@ answers. Notebooks that are new in ``course/`` are copied in; existing ones are 
 JupyterLab starts with the course's settings in ``autograder/jupyter_config/``, added to its config
 search path for this launch only (the learner's own settings elsewhere stay untouched): nbgrader's
 instructor tools (Create Assignment, Formgrader, the course and assignment lists, which need an
-exchange a learner does not have) are off, the "Jupyter news?" popup is off, and Markdown opens
-rendered. ``jupyter lab`` started by an instructor from the repository root keeps all of them.
+exchange a learner does not have) and the Nbgrader menu they would leave empty are off, the
+"Jupyter news?" popup is off, Markdown opens rendered, and documents are autosaved every 10 s
+(``check`` grades the saved file). ``jupyter lab`` started by an instructor from the repository
+root keeps all of them.
+
+The course's JupyterLab layout (its workspace) is kept in ``work/`` too, and starts with
+``START_HERE.md`` open, so that ``/lab`` opened or reloaded shows the start page, not the Launcher.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -24,6 +30,7 @@ from autograder.nbgrader_run import put_environment_on_path
 JUPYTER_CONFIG = Path(__file__).resolve().parent / "jupyter_config"
 START_PAGE = "START_HERE.md"
 CHECK_COMMAND = "python -m autograder check 01"
+WORKSPACES = ".jupyterlab-workspaces"  # in work/; hidden in JupyterLab's file browser
 
 
 def _stamp_python_version(folder: Path) -> None:
@@ -56,6 +63,39 @@ def sync_work_dir() -> list[str]:
     return copied
 
 
+def start_page_workspace() -> dict:
+    """JupyterLab's default workspace with only the start page open, rendered, and the files shown.
+
+    The keys are those JupyterLab's layout restorer writes: ``<tracker namespace>:<path>`` for
+    the Markdown viewer, and the file browser as the left area's current widget.
+    """
+    viewer = f"markdownviewer-widget:{START_PAGE}"
+    return {
+        "data": {
+            "layout-restorer:data": {
+                "main": {
+                    "dock": {"type": "tab-area", "currentIndex": 0, "widgets": [viewer]},
+                    "current": viewer,
+                },
+                "left": {"collapsed": False, "visible": True, "current": "filebrowser"},
+            },
+            viewer: {"data": {"path": START_PAGE, "factory": "Markdown Preview"}},
+        },
+        "metadata": {"id": "default"},
+    }
+
+
+def seed_workspace() -> bool:
+    """Write the start page workspace unless the learner already has one; True when written."""
+    from jupyterlab_server.workspaces_handler import WorkspacesManager
+
+    manager = WorkspacesManager(str(paths.WORK_DIR / WORKSPACES))
+    if manager.load("default").get("data") or not (paths.WORK_DIR / START_PAGE).is_file():
+        return False
+    manager.save("default", json.dumps(start_page_workspace(), indent=2))
+    return True
+
+
 def _is_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
@@ -71,6 +111,8 @@ def jupyter_command(extra_args: list[str]) -> list[str]:
         command.append(f"--ServerApp.root_dir={paths.WORK_DIR}")
     if (paths.WORK_DIR / START_PAGE).is_file() and not _given("--LabApp.default_url", extra_args):
         command.append(f"--LabApp.default_url=/lab/tree/{START_PAGE}")
+    if not _given("--LabApp.workspaces_dir", extra_args):
+        command.append(f"--LabApp.workspaces_dir={paths.WORK_DIR / WORKSPACES}")
     if _is_root() and "--allow-root" not in extra_args:
         command.append("--allow-root")
     return command + extra_args
@@ -89,6 +131,7 @@ def launch(extra_args: list[str]) -> int:
     copied = sync_work_dir()
     if copied:
         print("copied into work/:", ", ".join(copied))
+    seed_workspace()
     print(f"Your notebooks are in work/; {START_PAGE} there shows the way round.")
     print(f"Grade one from JupyterLab's terminal with: {CHECK_COMMAND}")
     if _is_root() and "--allow-root" not in extra_args:

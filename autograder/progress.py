@@ -58,11 +58,15 @@ def _score(score: str, maximum: float, written: int) -> str:
 
 
 def progress(folder: Path, echo=print) -> bool:
-    """Grade every notebook found in ``folder``; print one line each. True when all are done."""
+    """Grade every notebook found in ``folder``; print one line each.
+
+    True when nothing is wrong: every notebook found could be read and graded, whatever its score.
+    """
     ids = paths.notebook_ids()
     lines: dict[str, str] = {}
     submissions = []
     total = maximum = 0.0
+    wrong = 0
     for nb_id in ids:
         path = paths.find_learner_notebook(folder, nb_id)
         if path is None:
@@ -80,6 +84,7 @@ def progress(folder: Path, echo=print) -> bool:
             read_notebook(path)
         except NotebookError as err:
             lines[nb_id] = f"unreadable: {err}"
+            wrong += 1
             continue
         submissions.append(Submission(nb_id, "learner", path.resolve()))
     if submissions:
@@ -88,10 +93,11 @@ def progress(folder: Path, echo=print) -> bool:
         # The bar redraws in place on a terminal; piped into a file it would print every frame.
         for result in grade_submissions(submissions, show_progress=sys.stderr.isatty()):
             total, maximum = total + result.score, maximum + result.max_score
+            wrong += bool(result.error)
             score = _score(f"{result.score:g}", result.max_score, len(result.manual))
             lines[result.notebook_id] = f"{score:<20} {_status(result)}"
     width = max(len(nb_id) for nb_id in ids)
     for nb_id in ids:
         echo(f"{nb_id:<{width}}  {lines[nb_id]}")
     echo(f"{'total':<{width}}  {total:g}/{maximum:g} automatic points")
-    return len(submissions) == len(ids) and total == maximum
+    return not wrong

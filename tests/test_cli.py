@@ -1,11 +1,13 @@
 """``python -m autograder check``: JSON a learner understands, one-line errors on bad input."""
 
 import json
+import os
 import shutil
+import time
 
 import pytest
 
-from autograder import paths
+from autograder import grading, paths, report
 from autograder.cli import main
 from conftest import autograder
 
@@ -76,6 +78,67 @@ def test_bad_input_json_mode(tmp_path, first_notebook, capsys):
     path, _, expected = _bad_inputs(tmp_path, first_notebook)["truncated"]
     assert main(["check", str(path), "--json"]) == 2
     assert expected in json.loads(capsys.readouterr().out)["error"]
+
+
+def test_help_lists_the_learners_commands_first_in_plain_text(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert "``" not in text, "reST markup shows as is in a terminal"
+    learners, instructors = text.index("For learners:"), text.index("For instructors:")
+    listed = {}
+    for line in text.splitlines():
+        words = line.split()
+        if line.startswith("  ") and words and words[0].isalpha() and words[0] != "-h":
+            listed[words[0]] = text.index(line)
+    assert list(listed) == ["check", "progress", "lab", "build", "validate", "grade", "merge"]
+    assert all(learners < listed[c] < instructors for c in ["check", "progress", "lab"])
+    assert all(instructors < listed[c] for c in ["build", "validate", "grade", "merge"])
+    for command in listed:
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        assert "``" not in capsys.readouterr().out, command
+
+
+class _Graded(Exception):
+    """Raised by a stand-in for grading, once it has seen what was printed before."""
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_check_first_says_which_saved_file_it_grades(
+    tmp_path, first_notebook, monkeypatch, capsys, as_json
+):
+    mine = tmp_path / f"{first_notebook}.ipynb"
+    shutil.copyfile(paths.release_notebook(first_notebook), mine)
+    saved = time.time() - 185
+    os.utime(mine, (saved, saved))
+    printed = []
+
+    def grade(*args, **kwargs):
+        printed.append(capsys.readouterr())
+        raise _Graded
+
+    monkeypatch.setattr(grading, "grade_submissions", grade)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(_Graded):
+        main(["check", mine.name, "--budget", "120"] + (["--json"] if as_json else []))
+    ((out, err),) = printed
+    header = err if as_json else out  # --json keeps stdout for the JSON alone
+    assert (out if as_json else err) == ""
+    assert header.startswith(f"Grading {mine.name}, saved "), header
+    assert "(3 min ago)" in header and "at most 120 s" in header, header
+    assert "check grades the saved file: save first (Ctrl+S)" in header, header
+
+
+def test_header_shows_the_save_time_and_age(tmp_path):
+    mine = tmp_path / "01_attention_from_scratch.ipynb"
+    mine.write_text("{}")
+    saved = time.mktime((2025, 3, 4, 14, 2, 11, 0, 0, -1))
+    os.utime(mine, (saved, saved))
+    assert "saved 14:02:11 (42 s ago)" in report.format_header(mine, 300, now=saved + 42)
+    assert "saved 2025-03-04 14:02 (2 days ago)" in report.format_header(
+        mine, 300, now=saved + 2 * 86400 + 5
+    )
 
 
 @pytest.mark.slow

@@ -66,6 +66,38 @@ def test_course_settings_are_added_for_this_launch_only(launched, monkeypatch):
     assert {"@jupyter/nbgrader:create-assignment", "@jupyter/nbgrader:formgrader"} <= set(disabled)
 
 
+def test_no_empty_nbgrader_menu_and_a_short_autosave():
+    config = lab_launcher.JUPYTER_CONFIG / "labconfig"
+    disabled = json.loads((config / "page_config.json").read_text())["disabledExtensions"]
+    assert disabled.get("@jupyter/nbgrader:menu") is True, "the menu would list only disabled tools"
+    assert "@jupyter/nbgrader:validate-assignment" not in disabled, "the learner's Validate button"
+    overrides = json.loads((config / "default_setting_overrides.json").read_text())
+    docmanager = overrides["@jupyterlab/docmanager-extension:plugin"]
+    assert docmanager.get("autosave", True) is True
+    assert 0 < docmanager["autosaveInterval"] <= 10, "check grades the saved file: save often"
+
+
+def test_lab_opens_on_the_start_page_not_the_launcher(launched, work):
+    from jupyterlab_server.workspaces_handler import WorkspacesManager
+
+    main(["lab"])
+    ((command, _),) = launched
+    workspaces = work / lab_launcher.WORKSPACES
+    assert f"--LabApp.workspaces_dir={workspaces}" in command
+    layout = WorkspacesManager(str(workspaces)).load("default")["data"]
+    viewer = f"markdownviewer-widget:{lab_launcher.START_PAGE}"
+    assert layout["layout-restorer:data"]["main"]["current"] == viewer
+    assert layout[viewer]["data"] == {
+        "path": lab_launcher.START_PAGE,
+        "factory": "Markdown Preview",
+    }
+    assert not layout["layout-restorer:data"]["left"]["collapsed"], "the file browser stays open"
+    mine = {"data": {"my": "layout"}, "metadata": {"id": "default"}}
+    WorkspacesManager(str(workspaces)).save("default", json.dumps(mine))
+    main(["lab"])
+    assert WorkspacesManager(str(workspaces)).load("default")["data"] == mine["data"]
+
+
 def test_work_gets_the_start_page_and_stamped_notebooks(launched, work, first_notebook):
     main(["lab"])
     ((command, _),) = launched
@@ -89,3 +121,15 @@ def test_check_takes_a_notebook_number(work, monkeypatch, first_notebook, given)
         monkeypatch.chdir(cwd)
         assert paths.notebook_argument(given).resolve() == notebook
     assert paths.notebook_argument("99") == paths.Path("99")  # left for `check` to report
+
+
+def test_start_page_says_to_save_before_check():
+    page = (paths.COURSE_DIR / lab_launcher.START_PAGE).read_text(encoding="utf-8")
+    commands = page[page.index("## Commands") :]
+    assert "check 01" in commands
+    assert "Save first (Ctrl+S): `check` grades the saved file" in commands
+    overrides = json.loads(
+        (lab_launcher.JUPYTER_CONFIG / "labconfig" / "default_setting_overrides.json").read_text()
+    )
+    interval = overrides["@jupyterlab/docmanager-extension:plugin"]["autosaveInterval"]
+    assert f"autosaves every {interval} seconds" in commands

@@ -3,8 +3,12 @@
 import json
 import shutil
 import time
+from types import SimpleNamespace
 
-from autograder import nbcell, paths, progress
+import pytest
+
+from autograder import grading, nbcell, paths, progress
+from autograder.cli import main
 from conftest import autograder
 
 
@@ -14,7 +18,7 @@ def test_untouched_work_is_not_started_and_fast(tmp_path):
     start = time.monotonic()
     result = autograder("progress", str(work))
     elapsed = time.monotonic() - start
-    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.returncode == 0, result.stdout + result.stderr  # nothing is wrong
     lines = result.stdout.strip().splitlines()
     assert len(lines) == len(paths.notebook_ids()) + 1, lines
     assert all(line.endswith("not started") for line in lines[:-1]), lines
@@ -40,3 +44,40 @@ def test_not_started_compares_answers_with_the_release(tmp_path, first_notebook)
     assert not progress.not_started(mine, first_notebook)
     mine.write_text("{not json")
     assert not progress.not_started(mine, first_notebook)
+
+
+@pytest.mark.parametrize(
+    "error, exit_status", [(None, 0), ("the kernel died", 2)], ids=["in_progress", "ungradable"]
+)
+def test_exit_status_is_zero_unless_something_is_wrong(
+    tmp_path, first_notebook, monkeypatch, capsys, error, exit_status
+):
+    work = tmp_path / "work"
+    shutil.copytree(paths.COURSE_DIR, work)
+    mine = paths.find_learner_notebook(work, first_notebook)
+    nb = json.loads(mine.read_text())
+    next(c for c in nb["cells"] if nbcell.is_answer(c))["source"] = (
+        "def softmax(x):\n    return x\n"
+    )
+    mine.write_text(json.dumps(nb))
+
+    def grade(submissions, **kwargs):
+        (submission,) = submissions
+        failing = SimpleNamespace(grade_id="test_softmax_matches_torch", passed=False)
+        return [
+            SimpleNamespace(
+                notebook_id=submission.notebook_id,
+                score=0,
+                max_score=10,
+                manual=[],
+                error=error,
+                full_marks=False,
+                cells=[failing],
+            )
+        ]
+
+    monkeypatch.setattr(grading, "grade_submissions", grade)
+    assert main(["progress", str(work)]) == exit_status, capsys.readouterr().out
+    mine.write_text("{not json")
+    assert main(["progress", str(work)]) == 2
+    assert "unreadable" in capsys.readouterr().out
