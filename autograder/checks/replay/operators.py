@@ -37,8 +37,8 @@ _FACTORIES = """zeros ones full empty empty_strided arange linspace eye scalar_t
 randint randperm normal normal_ uniform_ bernoulli bernoulli_ _to_dense tensor"""
 _GRADIENTS = """threshold_backward sigmoid_backward tanh_backward _softmax_backward_data
 _log_softmax_backward_data"""
-_LOSSES = """nll_loss_forward nll_loss_backward nll_loss nll_loss2d_forward mse_loss cross_entropy_loss
-mse_loss_backward binary_cross_entropy"""
+_LOSSES = """nll_loss_forward nll_loss_backward nll_loss nll_loss2d_forward mse_loss
+cross_entropy_loss mse_loss_backward binary_cross_entropy"""
 
 
 def _names(text: str) -> frozenset[str]:
