@@ -29,16 +29,7 @@ from hostile import filled, notebooks
 from autograder import nbcell, paths
 from conftest import autograder
 
-IDS = [
-    "01_attention_from_scratch",
-    "02_multi_head_attention",
-    "03_masking",
-    "04_grouped_query_attention",
-    "05_parallel_vs_sequential",
-    "06_gpu_attention",
-    "07_exploring_heads",
-    "08_interview_prep",
-]
+IDS = paths.notebook_ids()  # every notebook of the course is attacked, new ones too
 # notebook 06's optional Triton self-checks: locked, no points, never among the graded cells
 TRITON = {"selfcheck_triton_attention_matches_sdpa", "selfcheck_triton_attention_causal"}
 
