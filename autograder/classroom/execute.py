@@ -129,7 +129,7 @@ class GradingExecute(Execute):
         self._kept_bytes = 0  # what the notebook keeps, for its cap
         self._past_cap: dict[tuple[int, str], object] = {}  # the one shortened output of a kind
         self._truncated: set[int] = set()
-        self._timing: dict = {"slowest_cell": (0.0, None), "verification": 0.0}
+        self._timing: dict = {"slowest_cell": (0.0, None), "verification": 0.0, "requests": 0}
         self._verdicts: dict[str, list] = {}
         self._verifying = False
         started = True
@@ -230,6 +230,7 @@ class GradingExecute(Execute):
         )
         original = self.nb.cells[index]
         request_cell = nbformat.v4.new_code_cell(code)
+        self._timing["requests"] += 1
         self._verifying = True
         try:
             done = self.execute_cell(request_cell, index, store_history=False)

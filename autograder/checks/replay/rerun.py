@@ -55,13 +55,6 @@ class Budget:
         self.ops += 1
         if self.ops > MAX_OPS:
             raise ReplayError("your code ran more operators than any check needs")
-        with quiet():
-            meta_args = tree_map(_to_meta, args)
-            meta_kwargs = tree_map(_to_meta, kwargs)
-            try:
-                out = op(*meta_args, **meta_kwargs)
-            except Exception:  # no meta kernel (data-dependent shapes): judged by its inputs
-                out = args
         given = _tensors([args, kwargs])
         on_meta = (
             all(t.device.type == "meta" for t in given)
@@ -70,24 +63,48 @@ class Budget:
         )
         if on_meta:  # shapes only: no memory, no work
             return
-        elements = sum(t.numel() for t in _tensors(out))
+        elements = _cheap_elements(op, given, args, kwargs)
+        if elements is None:  # run it on shapes only first
+            with quiet():
+                meta_args = tree_map(_to_meta, args)
+                meta_kwargs = tree_map(_to_meta, kwargs)
+                try:
+                    out = op(*meta_args, **meta_kwargs)
+                except Exception:  # no meta kernel (data-dependent shapes): judged by its inputs
+                    out = args
+            elements = sum(t.numel() for t in _tensors(out))
+            packet = op.overloadpacket
+            if elements <= MAX_OUTPUT_ELEMENTS and packet in flop_registry:
+                shape = lambda t: t.shape if isinstance(t, torch.Tensor) else t  # noqa: E731
+                try:
+                    self.flops += flop_registry[packet](
+                        *tree_map(shape, meta_args), **meta_kwargs, out_shape=tree_map(shape, out)
+                    )
+                except Exception:
+                    self.flops += elements
         if elements > MAX_OUTPUT_ELEMENTS:
             raise ReplayError(
                 f"your code made a tensor of {elements:,} elements, far more than the check needs"
             )
-        self.bytes += sum(t.numel() * t.element_size() for t in _tensors(out))
-        packet = op.overloadpacket
-        if packet in flop_registry:
-            shapes = tree_map(lambda t: t.shape if isinstance(t, torch.Tensor) else t, meta_args)
-            out_shape = tree_map(lambda t: t.shape if isinstance(t, torch.Tensor) else t, out)
-            try:
-                self.flops += flop_registry[packet](*shapes, **meta_kwargs, out_shape=out_shape)
-            except Exception:
-                self.flops += elements
-        else:
-            self.flops += elements
+        self.bytes += 8 * elements
+        self.flops += elements
         if self.flops > MAX_FLOPS or self.bytes > MAX_BYTES:
             raise ReplayError("your code did far more work than the check needs")
+
+
+def _cheap_elements(op, given: list, args: list, kwargs: dict) -> int | None:
+    """The output size of a view (none: it shares memory) or of an element-wise operator (the
+    broadcast of its inputs), from shapes alone; None for every other operator."""
+    if op.is_view:
+        return 0
+    if torch.Tag.pointwise in op.tags and given:
+        if any(isinstance(v, list | tuple) for v in [*args, *kwargs.values()]):
+            return None
+        try:
+            return math.prod(torch.broadcast_shapes(*(t.shape for t in given)))
+        except RuntimeError:
+            return None
+    return None
 
 
 @contextlib.contextmanager
