@@ -40,7 +40,6 @@ from autograder.classroom.scan import (
 from autograder.classroom.structure import SubmissionError, prepare, restore_structure
 from autograder.classroom.worker import verdict
 from autograder.classroom.zygote import _empty
-from autograder.kernel.server import MIME
 from conftest import REPO, autograder, run
 
 NB = "01_attention_from_scratch"
@@ -353,6 +352,7 @@ def test_test_cells_keep_only_their_own_result():
     assert [o.data["text/plain"] for o in partial.outputs] == ["0.5"]
 
 
+MIME = "application/vnd.mha-replay+json"  # what the grader's recordings were once published as
 OUTPUT_FLOOD = [
     'raise ValueError("e" * 5_000_000)',
     "try:\n    1 / 0\nexcept ZeroDivisionError:\n    for _ in range(300):\n"
@@ -370,7 +370,7 @@ OUTPUT_FLOOD = [
 def test_output_caps_hold_for_every_output_type_and_the_whole_notebook():
     """Errors are capped too (one notebook came out at 201 MB): each keeps its ename and a short
     value, a cell keeps one shortened error, the latest; a notebook keeps at most its cap in all;
-    a learner cell publishing the grader's reply type is capped like any other."""
+    a learner cell publishing what looks like a grader's record is capped like any other."""
     from autograder.classroom.execute import RunRecords
     from autograder.nbgrader_run import kernel_stderr_silenced
 

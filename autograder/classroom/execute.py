@@ -20,10 +20,13 @@ never ran (kernel dead, notebook stopped) would pass. :class:`GradingExecute` in
 
 from __future__ import annotations
 
-import base64
+import contextlib
 import math
+import os
+import socket
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import nbformat
 from jupyter_core.utils import run_sync
@@ -33,8 +36,9 @@ from traitlets import Bool, Instance, Integer
 
 from autograder import nbcell
 from autograder.checks.replay.cells import verify_cell
+from autograder.checks.replay.remote import MAX_REPLY_BYTES
 from autograder.classroom.kernels import SandboxKernelManager
-from autograder.kernel.server import MIME
+from autograder.kernel import server
 
 SIGNALS = {
     -9: "it was killed (SIGKILL: memory, CPU time limit, or its own code)",
@@ -131,7 +135,6 @@ class GradingExecute(Execute):
         self._truncated: set[int] = set()
         self._timing: dict = {"slowest_cell": (0.0, None), "verification": 0.0, "requests": 0}
         self._verdicts: dict[str, list] = {}
-        self._verifying = False
         started = True
         try:
             nb, resources = super().preprocess(nb, resources, km)
@@ -216,35 +219,74 @@ class GradingExecute(Execute):
         return cell, resources
 
     def _verify(self, cell, index: int) -> None:
-        """Run the passed test cell's checks here, the learner's code in the kernel."""
+        """Run the passed test cell's checks here, the learner's code in the kernel.
+
+        The kernel serves the checks' requests from one cell over a Unix socket in its runtime
+        folder (``autograder.kernel.server.serve``); a request the kernel does not answer in
+        the cell's time, or a kernel that dies, ends the notebook as a timed-out cell would.
+        """
         began = time.monotonic()
-        verdict = verify_cell(cell.source, lambda request: self._ask(request, index))
+        runtime = Path(self.km.connection_file).parent
+        path = runtime / f"verify-{os.getpid()}-{index}.sock"
+        path.unlink(missing_ok=True)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            listener.bind(str(path))
+            path.chmod(0o777)  # the kernel runs as an unprivileged uid of its own
+            listener.listen(1)
+            code = f"__import__('autograder.kernel.server').kernel.server.serve({str(path)!r})"
+            msg_id = self.kc.execute(code, store_history=False, allow_stdin=False)
+            timeout = self._get_timeout(cell)
+            listener.settimeout(timeout)
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                conn = None
+            with conn or contextlib.nullcontext():
+                verdict = verify_cell(cell.source, lambda request: self._ask(conn, request, index))
+            path.unlink(missing_ok=True)
+        if self._stop is None:
+            self._await_reply(msg_id, timeout, index)
         self._verdicts[nbcell.grade_id(cell)] = [verdict.status, verdict.message]
         self._timing["verification"] += time.monotonic() - began
 
-    def _ask(self, request: bytes, index: int) -> str | None:
-        """Send one request to the kernel's ``autograder.kernel.server``; its reply, or None."""
-        code = (
-            "__import__('autograder.kernel.server').kernel.server.answer("
-            f"{base64.b64encode(request).decode()!r})"
-        )
-        original = self.nb.cells[index]
-        request_cell = nbformat.v4.new_code_cell(code)
+    def _ask(self, conn, request: bytes, index: int) -> str | None:
+        """One request to the kernel's server; its reply, or None when the kernel is gone."""
+        if conn is None or self._stop is not None:
+            return None
         self._timing["requests"] += 1
-        self._verifying = True
+        conn.settimeout(self._get_timeout(self.nb.cells[index]))
         try:
-            done = self.execute_cell(request_cell, index, store_history=False)
-        except CellTimeoutError:
-            self._halt(f"the kernel did not stop while the checks of {self._cell(index)} ran")
-            return None
-        except DeadKernelError:
+            server.send(conn, request)
+            data = server.receive(conn, MAX_REPLY_BYTES)
+        except (OSError, ValueError):
+            data = b""
+        if data:
+            return data.decode(errors="replace")
+        if not run_sync(self.km.is_alive)():
             self._halt(f"the kernel died while the checks of {self._cell(index)} ran")
-            return None
-        finally:
-            self._verifying = False
-            self.nb.cells[index] = original
-        replies = [o.data[MIME] for o in done.outputs if MIME in o.get("data", {})]
-        return replies[-1] if replies and isinstance(replies[-1], str) else None
+        else:
+            self._interrupt_or_halt(index)
+        return None
+
+    def _interrupt_or_halt(self, index: int) -> None:
+        """A call that took longer than the cell may: interrupt it, and stop the notebook."""
+        try:
+            run_sync(self.km.interrupt_kernel)()
+        except Exception:  # noqa: S110 (halting below shuts it down anyway)
+            pass
+        self._halt(f"the checks of {self._cell(index)} ran out of time on your code")
+
+    def _await_reply(self, msg_id: str, timeout: float, index: int) -> None:
+        """Wait for the serving cell to finish, so the next cell runs on a free kernel."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                msg = run_sync(self.kc.get_shell_msg)(timeout=max(0.1, deadline - time.monotonic()))
+            except Exception:  # queue.Empty: no reply yet
+                break
+            if msg.get("parent_header", {}).get("msg_id") == msg_id:
+                return
+        self._interrupt_or_halt(index)
 
     def _number(self, index: int) -> int:
         """The cell's number as the learner counts them."""
@@ -288,8 +330,6 @@ class GradingExecute(Execute):
 
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})
-        if self._verifying:  # the kernel's reply to the grader: kept apart, capped by the grader
-            return super().output(outs, msg, display_id, cell_index)
         size = output_size(content)
         self._bytes[cell_index] += size
         cell_over = self._bytes[cell_index] > self.output_limit

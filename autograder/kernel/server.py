@@ -1,9 +1,9 @@
 """The kernel's end of a verification: the grader sends one request at a time, this answers it.
 
 The trusted grader runs a test cell's checks in its own process; each time a check calls learner
-code, it executes ``answer('<request>')`` in the kernel and reads the record this publishes (as
-display data of type :data:`MIME`). Requests come from the grader, so they are pickles; replies
-go to the grader, so they are JSON and nothing more. Requests:
+code, it sends a request to the kernel and reads the record this replies. Requests come from the
+grader, so they are pickles; replies go to the grader, so they are JSON and nothing more.
+Requests:
 
 - ``begin``: a statement starts: PyTorch's stock defaults, seed 0, one thread, a fresh ref table;
 - ``value``: a learner global by value, when it is a plain value (a quiz answer, a number);
@@ -11,13 +11,13 @@ go to the grader, so they are JSON and nothing more. Requests:
   on the grader's arguments, after giving every watched module the grader's state;
 - ``end``: put the kernel's defaults back.
 
-Learner code may tamper with any of this while it runs: whatever it makes this module say, the
-grader recomputes.
+The grader sends requests over a Unix socket in the kernel's runtime folder (:func:`serve`: one
+cell serves a whole test cell). Learner code may tamper with any of this while it runs: whatever
+it makes this module say, the grader recomputes.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import io
 import json
@@ -29,8 +29,6 @@ import torch
 
 from .codec import call_inputs, encode_value, module_tensors, watched_inputs
 from .recorder import Refs, record_call
-
-MIME = "application/vnd.mha-replay+json"
 
 
 class _Statement:
@@ -167,10 +165,47 @@ def reply(request: bytes, namespace: dict) -> str:
         return json.dumps({"server_error": f"{type(err).__name__}: {err}"[:300]})
 
 
-def answer(request_b64: str) -> None:
-    """In IPython: answer the request and publish the reply for the grader."""
+def serve(path: str) -> None:
+    """In IPython: answer the grader's requests over the Unix socket at ``path`` until it closes.
+
+    Each message is 8 bytes of length, then the bytes. One cell serves a whole test cell's
+    verification, so a request costs a socket round trip, not a cell execution.
+    """
+    import socket
+
     from IPython import get_ipython
-    from IPython.display import publish_display_data
 
     namespace = get_ipython().user_ns
-    publish_display_data({MIME: reply(base64.b64decode(request_b64), namespace)})
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(path)
+        while True:
+            request = receive(conn)
+            if not request:
+                return
+            send(conn, reply(request, namespace).encode())
+
+
+def send(conn, data: bytes) -> None:
+    conn.sendall(len(data).to_bytes(8, "big") + data)
+
+
+def receive(conn, limit: int = 1 << 30) -> bytes:
+    """One message; empty when the other end closed."""
+    head = _exactly(conn, 8)
+    if len(head) < 8:
+        return b""
+    size = int.from_bytes(head, "big")
+    if size > limit:
+        raise ValueError("message too large")
+    return _exactly(conn, size)
+
+
+def _exactly(conn, size: int) -> bytes:
+    chunks, got = [], 0
+    while got < size:
+        chunk = conn.recv(min(size - got, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
