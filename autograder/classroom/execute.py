@@ -40,6 +40,9 @@ from autograder.checks.replay.remote import MAX_REPLY_BYTES
 from autograder.classroom.kernels import SandboxKernelManager
 from autograder.kernel import server
 
+ACCEPT_TIMEOUT_S = 20  # for the kernel to connect to the grader's socket
+INTERRUPT_GRACE_S = 10  # for a kernel to stop after an interrupt
+
 SIGNALS = {
     -9: "it was killed (SIGKILL: memory, CPU time limit, or its own code)",
     -24: "it used up its CPU time limit",
@@ -222,10 +225,12 @@ class GradingExecute(Execute):
         """Run the passed test cell's checks here, the learner's code in the kernel.
 
         The kernel serves the checks' requests from one cell over a Unix socket in its runtime
-        folder (``autograder.kernel.server.serve``); a request the kernel does not answer in
-        the cell's time, or a kernel that dies, ends the notebook as a timed-out cell would.
+        folder (``autograder.kernel.server.serve``). A call that outlasts the cell's time is
+        interrupted, as a cell would be, and the cell refuted; a kernel that dies, or ignores the
+        interrupt, ends the notebook.
         """
         began = time.monotonic()
+        self._late = False
         runtime = Path(self.km.connection_file).parent
         path = runtime / f"verify-{os.getpid()}-{index}.sock"
         path.unlink(missing_ok=True)
@@ -235,23 +240,22 @@ class GradingExecute(Execute):
             listener.listen(1)
             code = f"__import__('autograder.kernel.server').kernel.server.serve({str(path)!r})"
             msg_id = self.kc.execute(code, store_history=False, allow_stdin=False)
-            timeout = self._get_timeout(cell)
-            listener.settimeout(timeout)
+            listener.settimeout(min(self._get_timeout(cell), ACCEPT_TIMEOUT_S))
             try:
                 conn, _ = listener.accept()
-            except OSError:
-                conn = None
+            except OSError:  # the kernel could not start its server
+                conn, self._late = None, True
             with conn or contextlib.nullcontext():
                 verdict = verify_cell(cell.source, lambda request: self._ask(conn, request, index))
             path.unlink(missing_ok=True)
         if self._stop is None:
-            self._await_reply(msg_id, timeout, index)
+            self._finish_serving(msg_id, index)
         self._verdicts[nbcell.grade_id(cell)] = [verdict.status, verdict.message]
         self._timing["verification"] += time.monotonic() - began
 
     def _ask(self, conn, request: bytes, index: int) -> str | None:
-        """One request to the kernel's server; its reply, or None when the kernel is gone."""
-        if conn is None or self._stop is not None:
+        """One request to the kernel's server; its reply, or None (too late, or the kernel died)."""
+        if conn is None or self._stop is not None or self._late:
             return None
         self._timing["requests"] += 1
         conn.settimeout(self._get_timeout(self.nb.cells[index]))
@@ -264,29 +268,27 @@ class GradingExecute(Execute):
             return data.decode(errors="replace")
         if not run_sync(self.km.is_alive)():
             self._halt(f"the kernel died while the checks of {self._cell(index)} ran")
-        else:
-            self._interrupt_or_halt(index)
+        self._late = True
         return None
 
-    def _interrupt_or_halt(self, index: int) -> None:
-        """A call that took longer than the cell may: interrupt it, and stop the notebook."""
-        try:
-            run_sync(self.km.interrupt_kernel)()
-        except Exception:  # noqa: S110 (halting below shuts it down anyway)
-            pass
-        self._halt(f"the checks of {self._cell(index)} ran out of time on your code")
-
-    def _await_reply(self, msg_id: str, timeout: float, index: int) -> None:
-        """Wait for the serving cell to finish, so the next cell runs on a free kernel."""
-        deadline = time.monotonic() + timeout
+    def _finish_serving(self, msg_id: str, index: int) -> None:
+        """Wait for the serving cell to end (interrupting it if a call ran late), so the next
+        cell runs on a free kernel; a kernel that does not stop is shut down."""
+        if self._late:
+            with contextlib.suppress(Exception):
+                run_sync(self.km.interrupt_kernel)()
+        deadline = time.monotonic() + (INTERRUPT_GRACE_S if self._late else 60)
         while time.monotonic() < deadline:
             try:
                 msg = run_sync(self.kc.get_shell_msg)(timeout=max(0.1, deadline - time.monotonic()))
-            except Exception:  # queue.Empty: no reply yet
+            except Exception:  # queue.Empty: no reply in time
                 break
             if msg.get("parent_header", {}).get("msg_id") == msg_id:
                 return
-        self._interrupt_or_halt(index)
+        self._halt(
+            f"the kernel did not stop when the checks of {self._cell(index)} were interrupted "
+            "after the time limit (a loop that catches KeyboardInterrupt?), so it was shut down"
+        )
 
     def _number(self, index: int) -> int:
         """The cell's number as the learner counts them."""
