@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import shutil
 import subprocess
@@ -99,3 +100,28 @@ def test_the_grader_key_follows_tools_data_and_kernel(tmp_path, monkeypatch):
         after = grade.grader_key(files, options)
         assert after != before, changed
         before = after
+
+
+def test_a_kernel_that_trickles_its_reply_cannot_hold_the_grader():
+    """A reply sent one byte at a time is cut at the deadline, not waited for byte by byte."""
+    import socket
+    import threading
+    import time
+
+    from autograder.kernel import server
+
+    grader, kernel = socket.socketpair()
+
+    def trickle():
+        with contextlib.suppress(OSError):
+            kernel.sendall((1000).to_bytes(8, "big"))
+            for _ in range(1000):
+                kernel.sendall(b"x")
+                time.sleep(0.05)
+
+    threading.Thread(target=trickle, daemon=True).start()
+    began = time.monotonic()
+    assert server.receive(grader, deadline=began + 0.5) == b""
+    assert time.monotonic() - began < 2
+    grader.close()
+    kernel.close()

@@ -258,10 +258,11 @@ class GradingExecute(Execute):
         if conn is None or self._stop is not None or self._late:
             return None
         self._timing["requests"] += 1
+        deadline = time.monotonic() + self._get_timeout(self.nb.cells[index])
         conn.settimeout(self._get_timeout(self.nb.cells[index]))
         try:
             server.send(conn, request)
-            data = server.receive(conn, MAX_REPLY_BYTES)
+            data = server.receive(conn, MAX_REPLY_BYTES, deadline)
         except (OSError, ValueError):
             data = b""
         if data:

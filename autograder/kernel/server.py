@@ -189,15 +189,35 @@ def send(conn, data: bytes) -> None:
     conn.sendall(len(data).to_bytes(8, "big") + data)
 
 
-def receive(conn, limit: int = 1 << 30) -> bytes:
-    """One message; empty when the other end closed."""
-    head = _exactly(conn, 8)
+def receive(conn, limit: int = 1 << 30, deadline: float | None = None) -> bytes:
+    """One message; empty when the other end closed or ``deadline`` (``time.monotonic()``)
+    passed: a sender that trickles bytes cannot hold the reader longer than that."""
+    head = _exactly(conn, 8, deadline)
     if len(head) < 8:
         return b""
     size = int.from_bytes(head, "big")
     if size > limit:
         raise ValueError("message too large")
-    return _exactly(conn, size)
+    data = _exactly(conn, size, deadline)
+    return data if len(data) == size else b""
+
+
+def _exactly(conn, size: int, deadline: float | None) -> bytes:
+    import time
+
+    chunks, got = [], 0
+    while got < size:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            conn.settimeout(left)
+        chunk = conn.recv(min(size - got, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
 def _exactly(conn, size: int) -> bytes:

@@ -17,8 +17,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import importlib
-import json
-import pickle
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,32 +161,19 @@ def verify_cell(source: str, kernel: Callable[[bytes], str | None]) -> Verdict:
         return Verdict("refuted", f"the re-run did not match: {err}")
     finally:
         with contextlib.suppress(ReplayError):
-            _ask(kernel, {"op": "end"})
+            remote.ask(kernel, {"op": "end"})
     return Verdict("verified")
 
 
-def _ask(kernel: Callable[[bytes], str | None], request: dict) -> dict:
-    text = kernel(pickle.dumps(request))
-    if text is None:
-        raise remote.KernelGone("the kernel stopped answering while the checks ran your code")
-    try:
-        reply = json.loads(text)
-    except ValueError as err:
-        raise ReplayError("the kernel's reply is malformed") from err
-    if not isinstance(reply, dict):
-        raise ReplayError("the kernel's reply is malformed")
-    return reply
-
-
 def _learner_value(kernel, name: str) -> Any:
-    reply = _ask(kernel, {"op": "value", "name": name})
+    reply = remote.ask(kernel, {"op": "value", "name": name})
     if "value" in reply:
         return decode_value(reply["value"])
     return remote.Learner(name)
 
 
 def _verify_statement(item: CheckCall, kernel) -> None:
-    _ask(kernel, {"op": "begin"})
+    remote.ask(kernel, {"op": "begin"})
     args = [_learner_value(kernel, v) if kind == "name" else v for kind, v in item.args]
     session = remote.Session(kernel, allowed=allowed_operators(item.check))
     with remote.active(session), stock_state():

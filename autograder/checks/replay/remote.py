@@ -80,20 +80,26 @@ class Session:
         return next((mid for mid, m in self.modules.items() if m is module), None)
 
     def ask(self, request: dict) -> dict:
-        text = self.kernel(pickle.dumps(request))
-        if text is None:
-            raise KernelGone("the kernel stopped answering while the checks ran your code")
-        if len(text) > MAX_REPLY_BYTES:
-            raise ReplayError("the kernel's record of your code's call is too large")
-        try:
-            reply = json.loads(text)
-        except ValueError as err:
-            raise ReplayError("the kernel's reply is malformed") from err
-        if not isinstance(reply, dict):
-            raise ReplayError("the kernel's reply is malformed")
+        reply = ask(self.kernel, request)
         if "server_error" in reply:
             raise ReplayError(f"the kernel could not run the call ({reply['server_error']})"[:300])
         return reply
+
+
+def ask(kernel: Callable[[bytes], str | None], request: dict) -> dict:
+    """The kernel's JSON reply to one request; silence, excess or nonsense raise."""
+    text = kernel(pickle.dumps(request))
+    if text is None:
+        raise KernelGone("the kernel stopped answering while the checks ran your code")
+    if len(text) > MAX_REPLY_BYTES:
+        raise ReplayError("the kernel's record of your code's call is too large")
+    try:
+        reply = json.loads(text)
+    except ValueError as err:
+        raise ReplayError("the kernel's reply is malformed") from err
+    if not isinstance(reply, dict):
+        raise ReplayError("the kernel's reply is malformed")
+    return reply
 
 
 _SESSION: Session | None = None
