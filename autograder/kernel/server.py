@@ -212,18 +212,10 @@ def _exactly(conn, size: int, deadline: float | None) -> bytes:
             if left <= 0:
                 break
             conn.settimeout(left)
-        chunk = conn.recv(min(size - got, 1 << 20))
-        if not chunk:
+        try:
+            chunk = conn.recv(min(size - got, 1 << 20))
+        except TimeoutError:
             break
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
-
-
-def _exactly(conn, size: int) -> bytes:
-    chunks, got = [], 0
-    while got < size:
-        chunk = conn.recv(min(size - got, 1 << 20))
         if not chunk:
             break
         chunks.append(chunk)
