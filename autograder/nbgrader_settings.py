@@ -12,18 +12,36 @@ What each setting guards against is measured in ``shared/notes/nbgrader.md``:
   cell with ``check``'s one-line diagnosis (:class:`~autograder.feedback.ValidationSummary`).
 """
 
+from __future__ import annotations
+
 from pathlib import Path
 
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import GetGrades
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import (
+    AssignLatePenalties,
+    CheckCellMetadata,
+    GetGrades,
+    IgnorePattern,
+    LimitOutput,
+    SaveAutoGrades,
+)
 from traitlets.config import Config
 
-from autograder.feedback import HideHiddenTests, validation_hooks
+from autograder.classroom.execute import GradingExecute, RunRecords
+from autograder.classroom.isolation import Limits
+from autograder.classroom.launch import sandbox_settings
+from autograder.feedback import ClassroomFeedback, HideHiddenTests, validation_hooks
 
 COURSE_ID = "mha-course"
 CELL_TIMEOUT_S = 60
 # nbgrader copies every file of an assignment folder; the jupytext twins stay with the instructor.
 IGNORED_FILES = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.py"]
+
+
+def feedback_preprocessors(classroom: bool) -> list:
+    """nbgrader's feedback steps: a class's feedback also drops what the kernel printed."""
+    shown = ClassroomFeedback if classroom else HideHiddenTests
+    return [GetGrades, shown, CSSHTMLHeaderPreprocessor]
 
 
 def apply_common(c: Config) -> Config:
@@ -35,7 +53,7 @@ def apply_common(c: Config) -> Config:
     c.Execute.interrupt_on_timeout = True
     c.IgnorePattern.enabled = True
     c.IgnorePattern.pattern = r"[\s\S]"
-    c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+    c.GenerateFeedback.preprocessors = feedback_preprocessors(classroom=False)
     validation_hooks(c)
     return c
 
@@ -57,4 +75,37 @@ def scratch_config(root: Path) -> Config:
     c.CourseDirectory.root = str(root)
     c.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
     c.Exchange.root = str(root / "exchange")
+    return c
+
+
+def class_config(root: Path) -> Config:
+    """nbgrader settings of a graded class folder (its ``nbgrader_config.py``): the shared ones,
+    and a class's feedback."""
+    c = scratch_config(root)
+    c.GenerateFeedback.preprocessors = feedback_preprocessors(classroom=True)
+    return c
+
+
+def grading_config(limits: Limits, runtime: Path, verify: bool, records: RunRecords) -> Config:
+    """How ``check`` and ``grade`` autograde: in the sandbox, under :class:`GradingExecute`
+    (each notebook's run recorded in ``records``), with a class's feedback."""
+    c = Config()
+    c.Autograde.autograde_preprocessors = [
+        GradingExecute,
+        IgnorePattern,
+        ClearMetadataPreprocessor,
+        LimitOutput,
+        SaveAutoGrades,
+        AssignLatePenalties,
+        CheckCellMetadata,
+    ]
+    c.Execute.timeout = limits.cell_timeout_s
+    c.Execute.shutdown_kernel = "immediate"
+    c.GradingExecute.notebook_budget = limits.notebook_budget_s
+    c.GradingExecute.output_limit = limits.output_bytes
+    c.GradingExecute.notebook_output_limit = limits.notebook_output_bytes
+    c.GradingExecute.verify = verify
+    c.GradingExecute.records = records
+    c.GenerateFeedback.preprocessors = feedback_preprocessors(classroom=True)
+    sandbox_settings(c, runtime)
     return c

@@ -16,7 +16,6 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 
 from autograder import nbcell, paths
 from autograder.classroom.execute import GradingExecute
-from autograder.classroom.feedback import ClassroomFeedback
 from autograder.classroom.files import folder_digest, read_json, write_atomic
 from autograder.classroom.grade import Job, discover, shard_of
 from autograder.classroom.gradebook import (
@@ -40,6 +39,7 @@ from autograder.classroom.scan import (
 from autograder.classroom.structure import SubmissionError, prepare, restore_structure
 from autograder.classroom.worker import verdict
 from autograder.classroom.zygote import _empty
+from autograder.feedback import ClassroomFeedback
 from conftest import REPO, autograder, run
 
 NB = "01_attention_from_scratch"

@@ -1,5 +1,6 @@
-"""The package layout holds: no import cycle between autograder's packages, and no package
-imports another's private names (``_core``, ``_helper``).
+"""The package layout holds: four layers, each module importing only its own layer or lower ones,
+no import cycle between any two modules, and no package importing another's private names
+(``_core``, ``_helper``).
 
 Packages are ``autograder`` (its top-level modules) and each sub-package (``autograder.checks``,
 ``autograder.tools`` …). The graph is read from the source with ``ast``, imports inside functions
@@ -87,3 +88,116 @@ def test_no_package_imports_another_packages_private_names():
         if any(part.startswith("_") and not part.startswith("__") for part in what.split("."))
     ]
     assert not private, "\n".join(private)
+
+
+# The four layers, lowest first (README, "Where things live"). A module belongs to the layer of
+# the longest name below that is itself or a package above it; every module must belong somewhere.
+LAYERS = {
+    # 1. course files, and beside them the learner runtime (checks, tools, the kernel's recorder)
+    "autograder": 1,
+    "autograder.paths": 1,
+    "autograder.nbcell": 1,
+    "autograder.notebook_files": 1,
+    "autograder.catalogue": 1,
+    "autograder.torch_helpers": 1,
+    "autograder.checks": 1,
+    "autograder.tools": 1,
+    "autograder.kernel": 1,
+    "autograder.classroom": 1,  # the package's __init__ only; its modules are placed below
+    # 2. nbgrader glue: messages, preprocessors, settings, the sandboxed kernel, the release build
+    "autograder.messages": 2,
+    "autograder.feedback": 2,
+    "autograder.nbgrader_settings": 2,
+    "autograder.nbgrader_run": 2,
+    "autograder.build": 2,
+    "autograder.classroom.execute": 2,
+    "autograder.classroom.files": 2,
+    "autograder.classroom.isolation": 2,
+    "autograder.classroom.kernel_package": 2,
+    "autograder.classroom.kernels": 2,
+    "autograder.classroom.launch": 2,
+    "autograder.classroom.scan": 2,
+    "autograder.classroom.structure": 2,
+    "autograder.classroom.zygote": 2,
+    # 3. the engine: grade one submission in the sandbox, read its one results model
+    "autograder.results": 3,
+    "autograder.grading": 3,
+    "autograder.classroom.worker": 3,
+    "autograder.classroom.gradebook": 3,
+    "autograder.classroom.identical": 3,
+    # 4. the commands
+    "autograder.__main__": 4,
+    "autograder.cli": 4,
+    "autograder.progress": 4,
+    "autograder.validate": 4,
+    "autograder.lab_launcher": 4,
+    "autograder.report": 4,
+    "autograder.bench": 4,
+    "autograder.classroom.grade": 4,
+    "autograder.classroom.commands": 4,
+    "autograder.classroom.pool": 4,
+    "autograder.classroom.summary": 4,
+}
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in LAYERS:
+            return LAYERS[".".join(parts[:n])]
+    return None
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """module -> the autograder modules it imports (``from autograder import x`` -> ``x``)."""
+    graph = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        if "jupyter_config" in path.parts:
+            continue
+        here = _module_name(path)
+        targets = set()
+        for module, names in _imports(path):
+            for name in names or [""]:
+                candidate = ROOT.parent / f"{module}.{name}".replace(".", "/")
+                imported = (
+                    f"{module}.{name}"
+                    if name and (candidate.is_dir() or candidate.with_suffix(".py").exists())
+                    else module
+                )
+                targets.add(imported)
+        graph[here] = targets - {here}
+    return graph
+
+
+def test_every_module_has_a_layer_and_imports_only_its_own_or_lower():
+    graph = _module_graph()
+    unplaced = sorted(m for m in graph if _layer(m) is None)
+    assert not unplaced, f"put these modules in a layer (LAYERS in this file): {unplaced}"
+    upward = [
+        f"{m} (layer {_layer(m)}) imports {t} (layer {_layer(t)})"
+        for m, targets in graph.items()
+        for t in sorted(targets)
+        if _layer(t) is not None and _layer(t) > _layer(m)
+    ]
+    assert not upward, "\n".join(upward)
+
+
+def test_no_import_cycle_between_modules():
+    graph = _module_graph()
+    cycles, state = [], {}
+
+    def visit(module: str, stack: list[str]) -> None:
+        state[module] = "open"
+        for target in sorted(graph.get(module, ())):
+            if target not in graph:
+                continue
+            if state.get(target) == "open":
+                cycles.append(" -> ".join([*stack[stack.index(target) :], target]))
+            elif target not in state:
+                visit(target, [*stack, target])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, "\n".join(cycles)

@@ -50,7 +50,7 @@ Run nbgrader's commands and the formgrader (`jupyter lab`) here: `nbgrader gener
 
 from pathlib import Path
 
-from autograder.classroom.feedback import class_config
+from autograder.nbgrader_settings import class_config
 
 c = get_config()  # noqa: F821 (provided by nbgrader)
 c.merge(class_config(Path(__file__).resolve().parent))

@@ -23,21 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader.api import MissingEntry
-from nbgrader.preprocessors import (
-    AssignLatePenalties,
-    CheckCellMetadata,
-    GetGrades,
-    IgnorePattern,
-    LimitOutput,
-    SaveAutoGrades,
-)
-from traitlets.config import Config
 
 from autograder import nbcell
-from autograder.classroom.execute import GradingExecute, RunRecords
-from autograder.classroom.feedback import ClassroomFeedback
+from autograder.classroom.execute import RunRecords
 from autograder.classroom.files import copy_atomic, write_json
 from autograder.classroom.gradebook import submission_record
 from autograder.classroom.isolation import Isolation, Limits, kernel_uid
@@ -46,11 +35,12 @@ from autograder.classroom.kernels import (
     ZygoteError,
     ZygoteServer,
 )
-from autograder.classroom.launch import prepare_runtime, sandbox_settings, write_kernelspec
+from autograder.classroom.launch import prepare_runtime, write_kernelspec
 from autograder.classroom.scan import scan_notebook, withheld_tests
 from autograder.classroom.structure import SubmissionError, prepare
-from autograder.grading import explain_error
 from autograder.nbgrader_run import NbgraderRun, kernel_stderr_silenced
+from autograder.nbgrader_settings import grading_config
+from autograder.results import CellResult, NotebookResult, read_notebook
 
 RESULT_VERSION = 1
 
@@ -79,68 +69,18 @@ class GradingFailed(Exception):
     """nbgrader or the infrastructure failed; the submission is reported, not scored."""
 
 
-def nbgrader_config(limits: Limits, runtime: Path, verify: bool, records: RunRecords) -> Config:
-    """The classroom's nbgrader settings; each notebook's run is recorded in ``records``."""
-    c = Config()
-    c.Autograde.autograde_preprocessors = [
-        GradingExecute,
-        IgnorePattern,
-        ClearMetadataPreprocessor,
-        LimitOutput,
-        SaveAutoGrades,
-        AssignLatePenalties,
-        CheckCellMetadata,
-    ]
-    c.Execute.timeout = limits.cell_timeout_s
-    c.Execute.shutdown_kernel = "immediate"
-    c.GradingExecute.notebook_budget = limits.notebook_budget_s
-    c.GradingExecute.output_limit = limits.output_bytes
-    c.GradingExecute.notebook_output_limit = limits.notebook_output_bytes
-    c.GradingExecute.verify = verify
-    c.GradingExecute.records = records
-    c.GenerateFeedback.preprocessors = [GetGrades, ClassroomFeedback, CSSHTMLHeaderPreprocessor]
-    sandbox_settings(c, runtime)
-    return c
-
-
-def _message(cell) -> str:
-    errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
-    if not errors:
-        return "this test did not pass"
-    last = errors[-1]
-    if last.ename in ("NotRun", "NotVerified"):
-        return str(last.evalue)
-    return explain_error(last.ename, str(last.evalue))
-
-
-def _withdraw(grade, entry: dict, cell, message: str, check: str) -> bool:
+def _withdraw(grade, cell: CellResult, test, message: str, check: str) -> bool:
     """Take a passed cell's points away, saying why in the result and the graded notebook."""
     grade.auto_score = 0.0
-    entry.update(score=0.0, passed=False, check=check, message=message)
-    if cell is None:
+    cell.score, cell.passed, cell.check, cell.message = 0.0, False, check, message
+    if test is None:
         return False
-    cell.outputs.append(
+    test.outputs.append(
         nbformat.v4.new_output(
             "error", ename="NotVerified", evalue=message, traceback=[f"NotVerified: {message}"]
         )
     )
     return True
-
-
-def _graded_by_a_person(grade) -> bool:
-    return grade.cell_type == "markdown" or grade.auto_score is None
-
-
-def cell_result(grade, cell) -> dict:
-    """What nbgrader gave a test cell; a failing one says why in one line."""
-    score, max_score = float(grade.auto_score), float(grade.max_score)
-    entry = {"grade_id": grade.name, "score": score, "max_score": max_score}
-    entry["passed"] = score >= max_score
-    entry["message"] = ""
-    if not entry["passed"]:
-        entry["message"] = _message(cell) if cell is not None else "this test did not pass"
-    entry["check"] = None
-    return entry
 
 
 def verdict(
@@ -174,20 +114,15 @@ def verdict(
     return None, None, None
 
 
-def in_notebook_order(entries: list[dict], nb) -> list[dict]:
-    """The cell results in the order their cells stand in the notebook."""
-    order = {nbcell.grade_id(c): i for i, c in enumerate(nb.cells)}
-    return sorted(entries, key=lambda e: order.get(e["grade_id"], len(order)))
-
-
-def notebook_summary(name: str, cells: list[dict], manual: list[dict], run: dict) -> dict:
+def notebook_summary(name: str, result: NotebookResult, run: dict) -> dict:
     """A notebook's part of the result file."""
+    result.total()
     return {
         "notebook": name,
-        "score": sum(c["score"] for c in cells),
-        "max_score": sum(c["max_score"] for c in cells),
-        "cells": cells,
-        "manual": manual,
+        "score": result.score,
+        "max_score": result.max_score,
+        "cells": [dataclasses.asdict(c) for c in result.cells],
+        "manual": result.manual,
         "stopped": run.get("stopped"),
         "seconds": run.get("seconds"),
         "timing": run.get("timing", {}),
@@ -233,7 +168,7 @@ class Worker:
         write_kernelspec(jupyter, self.iso, self.limits, self.uid, font_cache)
         os.environ["JUPYTER_PATH"] = str(jupyter)
         self.records = RunRecords()
-        config = nbgrader_config(self.limits, self.runtime, cfg.verify, self.records)
+        config = grading_config(self.limits, self.runtime, cfg.verify, self.records)
         self.run = NbgraderRun(self.root / "course", config)
         if self.zygote is not None:
             self.zygote.wait_ready()
@@ -345,44 +280,34 @@ class Worker:
         a person awards them, ``withheld`` ones (test grade id -> the dynamic code it uses).
         """
         path = self.run.root / "autograded" / student / assignment / name
-        nb = nbformat.read(path, as_version=4)
-        answers = {nbcell.grade_id(c) for c in nb.cells if nbcell.is_answer(c)}
-        suspicious = scan_notebook(nb, answers)
-        tests = {nbcell.grade_id(c): c for c in nb.cells if nbcell.is_test(c)}
-        grades = gb.find_submission_notebook(Path(name).stem, assignment, student).grades
-        entries, flags, changed = [], [], False
-        for grade in grades:
-            if _graded_by_a_person(grade):
+        graded = read_notebook(gb, path, Path(name).stem, assignment, student)
+        answers = {nbcell.grade_id(c) for c in graded.nb.cells if nbcell.is_answer(c)}
+        suspicious = scan_notebook(graded.nb, answers)
+        flags, changed = [], False
+        for cell in graded.result.cells:
+            if not cell.passed:
                 continue
-            cell = tests.get(grade.name)
-            entry = cell_result(grade, cell)
-            if entry["passed"]:
-                entry["check"], problem = self._recheck(cell, grade.name, run)
-                withdrawn_as, message, flag = verdict(
-                    grade.name,
-                    entry["check"],
-                    problem,
-                    bool(suspicious),
-                    withheld.get(grade.name),
-                    self.cfg.verify,
-                )
-                if withdrawn_as:
-                    changed |= _withdraw(grade, entry, cell, message, withdrawn_as)
-                flags += [flag] if flag else []
-            entries.append(entry)
+            test = graded.tests.get(cell.grade_id)
+            cell.check, problem = self._recheck(test, cell.grade_id, run)
+            withdrawn_as, message, flag = verdict(
+                cell.grade_id,
+                cell.check,
+                problem,
+                bool(suspicious),
+                withheld.get(cell.grade_id),
+                self.cfg.verify,
+            )
+            if withdrawn_as:
+                grade = graded.grades[cell.grade_id]
+                changed |= _withdraw(grade, cell, test, message, withdrawn_as)
+            flags += [flag] if flag else []
         if changed:
             path.chmod(0o644)
-            nbformat.write(nb, path)
+            nbformat.write(graded.nb, path)
         notes = []
         if run.get("truncated"):
             notes.append(f"{name}: output of {run['truncated']} cell(s) cut at the cap")
-        manual = [
-            {"grade_id": g.name, "max_score": float(g.max_score)}
-            for g in grades
-            if _graded_by_a_person(g)
-        ]
-        summary = notebook_summary(name, in_notebook_order(entries, nb), manual, run)
-        return summary, flags + suspicious, notes
+        return notebook_summary(name, graded.result, run), flags + suspicious, notes
 
     def _recheck(self, cell, grade_id, run) -> tuple[str, str | None]:
         """What verifying the passed cell found: verified, refuted (why) or unverified (why)."""

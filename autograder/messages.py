@@ -1,0 +1,48 @@
+"""The one-line messages a learner reads about a test cell, written once for every command.
+
+``check``, ``grade``, nbgrader's Validate and the feedback all explain a failing test cell with
+:func:`cell_message`; nothing else formats a cell's error for a learner.
+"""
+
+from __future__ import annotations
+
+import re
+
+NOT_PASSED = "this test did not pass"
+# Error names the grader itself writes into a cell: their value is already the learner's sentence.
+GRADER_ERRORS = ("NotRun", "NotVerified")
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+def explain_error(ename: str, evalue: str) -> str:
+    """One line for a learner from a test cell's exception."""
+    evalue = _first_line(re.sub(r"\x1b\[[0-9;]*m", "", evalue))
+    if ename in GRADER_ERRORS:  # the cell could not run or was not verified, and why
+        return evalue
+    if ename == "NotImplementedError":
+        return "not implemented yet: replace `raise NotImplementedError()` with your code"
+    if ename == "NameError":
+        name = re.search(r"'([^']+)'", evalue)
+        what = f"`{name.group(1)}`" if name else "a name this test needs"
+        return (
+            f"{what} is not defined: run the cell that defines it, and check that cell "
+            "ran without an error and that nothing was renamed"
+        )
+    if ename in {"CellTimeoutError", "TimeoutError", "DeadKernelError"} or "timed out" in evalue:
+        detail = f" ({evalue})" if evalue else ""
+        return f"the test did not finish in time{detail}: look for an endless loop"
+    if ename in {"AssertionError", "CheckFailure"}:
+        return evalue or "an assertion failed (it gave no message)"
+    return f"{ename}: {evalue}" if evalue else ename
+
+
+def cell_message(cell) -> str:
+    """Why a graded cell did not pass, from its last error output (or a generic line)."""
+    errors = [o for o in (cell or {}).get("outputs", []) if o.get("output_type") == "error"]
+    if not errors:
+        return NOT_PASSED
+    return explain_error(errors[-1].get("ename", ""), str(errors[-1].get("evalue", "")))
