@@ -60,3 +60,14 @@ def first_notebook() -> str:
     ids = paths.notebook_ids()
     assert ids, "no notebooks in solutions/"
     return ids[0]
+
+
+@pytest.fixture(scope="session")
+def class_run(tmp_path_factory):
+    """The session's one ``grade`` run of every notebook's control and attacks
+    (:mod:`hostile.class_run`), shared by the hostile-replay and trust-boundary tests."""
+    from hostile.class_run import grade_once
+
+    if not paths.notebook_ids():
+        pytest.skip("no notebooks in solutions/")
+    return grade_once(tmp_path_factory.mktemp("class_run"), autograder)

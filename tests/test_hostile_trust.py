@@ -1,8 +1,9 @@
 """Attacks on the grader's trust boundary win nothing; honest controls keep every point, verified.
 
-One ``grade`` run (``--jobs 2``) over every submission of ``tests/hostile/trust.py``: an honest
-control per notebook (the instructor's answers), the attacks on cells, a flood of error output,
-and the attacks on the submissions folder itself (symlinked folders, formula-like learner ids).
+The session's one ``grade`` run (``--jobs 2``, :mod:`hostile.class_run`) holds every submission
+of ``tests/hostile/trust.py``: an honest control per notebook (the instructor's answers), the
+attacks on cells, a flood of error output, and the attacks on the submissions folder itself
+(symlinked folders, formula-like learner ids).
 
 - every target cell of an attack scores 0 or is withheld for a person (or the whole submission
   is refused with a reason);
@@ -15,12 +16,6 @@ and the attacks on the submissions folder itself (symlinked folders, formula-lik
 
 from __future__ import annotations
 
-import csv
-import json
-from dataclasses import dataclass
-from pathlib import Path
-
-import nbformat
 import pytest
 from hostile.trust import (
     ATTACKS,
@@ -30,65 +25,22 @@ from hostile.trust import (
     NB01,
     NOTEBOOKS,
     TRITON,
-    build,
 )
 
 from autograder import paths
-from autograder.build import instructor_notebook_text
-from conftest import autograder
 
 pytestmark = pytest.mark.slow
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 FLOOD_LIMIT = 8 * 1024**2  # bytes: the cap is 1 MiB per cell, a few cells may reach it
 
 
-@dataclass
-class Graded:
-    stdout: str
-    results: dict  # (assignment, learner) -> result JSON
-    rows: list[dict]  # grades.csv
-    out: Path
-
-
-def _pair(notebook: str):
-    """The instructor notebook (from its jupytext source) and the committed release."""
-    solution = nbformat.reads(instructor_notebook_text(notebook), as_version=4)
-    return solution, nbformat.read(paths.release_notebook(notebook), as_version=4)
-
-
-def _write_folder_attacks(subs: Path) -> None:
-    for attack in FOLDER_ATTACKS:
-        folder = subs / attack.learner
-        if attack.kind == "student_link":
-            folder.symlink_to(attack.points_at)
-        elif attack.kind == "assignment_link":
-            folder.mkdir()
-            (folder / NB01).symlink_to(Path("..") / attack.points_at / NB01)
-        else:  # formula_id: a folder with no notebook is graded (as an error) at once
-            (folder / NB01).mkdir(parents=True)
-            (folder / NB01 / "README.txt").write_text("see attached\n")
-
-
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory) -> Graded:
+def graded(class_run):
+    """The session's one ``grade`` run (:mod:`hostile.class_run`), which holds every submission
+    of :mod:`hostile.trust`."""
     if not set(NOTEBOOKS) <= set(paths.notebook_ids()):
         pytest.skip("not every notebook is in solutions/")
-    root = tmp_path_factory.mktemp("hostile_trust")
-    subs, out = root / "subs", root / "out"
-    pairs = {nb: _pair(nb) for nb in NOTEBOOKS}
-    for attack in [*CONTROLS.values(), *ATTACKS, ERROR_FLOOD_ATTACK]:
-        folder = subs / attack.learner / attack.notebook
-        folder.mkdir(parents=True)
-        nb = build(attack, *pairs[attack.notebook])
-        nbformat.write(nb, folder / f"{attack.notebook}.ipynb")
-    _write_folder_attacks(subs)
-    done = autograder("grade", str(subs), "--out", str(out), "--jobs", "2")
-    results = {}
-    for path in (out / "results").glob("*/*.json"):
-        results[(path.parent.name, path.stem)] = json.loads(path.read_text())
-    with open(out / "grades.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    return Graded(done.stdout + done.stderr, results, rows, out)
+    return class_run
 
 
 def _cells(result: dict) -> dict[str, dict]:
@@ -102,7 +54,7 @@ def _refused(result: dict | None) -> bool:
     )
 
 
-@pytest.mark.parametrize("nb_id", NOTEBOOKS)
+@pytest.mark.parametrize("nb_id", list(CONTROLS))
 def test_control_keeps_full_marks_verified(graded, nb_id):
     control = CONTROLS[nb_id]
     result = graded.results[(nb_id, control.learner)]

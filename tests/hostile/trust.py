@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import nbformat
 
-from autograder import nbcell
+from autograder import nbcell, paths
 
 NB01, NB02, NB03, NB04 = (
     "01_attention_from_scratch",
@@ -579,7 +579,8 @@ def _control(notebook: str) -> Attack:
     return Attack(f"control_{notebook[:2]}", notebook, 0, (), "the instructor's answers")
 
 
-CONTROLS = {nb: _control(nb) for nb in NOTEBOOKS}
+# every notebook of the course has its control, new ones too
+CONTROLS = {nb: _control(nb) for nb in paths.notebook_ids()}
 
 ATTACKS = (
     Attack(

@@ -1,0 +1,89 @@
+"""The one ``grade`` run of a test session: every notebook's honest control and its attacks.
+
+``grade --jobs 2`` over one submissions folder that holds, for every notebook of the course:
+
+- its honest control (:data:`hostile.trust.CONTROLS`): the instructor's answers in the whole
+  release notebook (:func:`hostile.replay.correct`);
+- the replay attacks of :mod:`hostile.replay` (learners ``noop``, ``junk``, ``compare``,
+  ``forger``);
+
+and the trust-boundary attacks of :mod:`hostile.trust`: attacks on cells, a flood of error
+output, and attacks on the folder itself (symlinked folders, formula-like learner ids).
+
+``tests/test_hostile_replay.py`` and ``tests/test_hostile_trust.py`` read the same run through
+the ``class_run`` fixture (``conftest.py``), so no notebook is graded twice for them.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from autograder import paths
+from autograder.build import instructor_notebook_text
+
+from . import replay, trust
+
+
+@dataclass
+class ClassRun:
+    stdout: str
+    returncode: int
+    results: dict  # (assignment, learner) -> result JSON
+    rows: list[dict]  # grades.csv
+    out: Path
+
+
+def _pair(notebook: str):
+    """The instructor notebook (from its jupytext source) and the committed release."""
+    solution = nbformat.reads(instructor_notebook_text(notebook), as_version=4)
+    return solution, nbformat.read(paths.release_notebook(notebook), as_version=4)
+
+
+def _write(subs: Path, learner: str, notebook: str, nb) -> None:
+    folder = subs / learner / notebook
+    folder.mkdir(parents=True)
+    nbformat.write(nb, folder / f"{notebook}.ipynb")
+
+
+def _write_folder_attacks(subs: Path) -> None:
+    for attack in trust.FOLDER_ATTACKS:
+        folder = subs / attack.learner
+        if attack.kind == "student_link":
+            folder.symlink_to(attack.points_at)
+        elif attack.kind == "assignment_link":
+            folder.mkdir()
+            (folder / trust.NB01).symlink_to(Path("..") / attack.points_at / trust.NB01)
+        else:  # formula_id: a folder with no notebook is graded (as an error) at once
+            (folder / trust.NB01).mkdir(parents=True)
+            (folder / trust.NB01 / "README.txt").write_text("see attached\n")
+
+
+def write_submissions(subs: Path) -> None:
+    pairs = {nb: _pair(nb) for nb in paths.notebook_ids()}
+    for nb_id, (solution, release) in pairs.items():
+        _write(subs, trust.CONTROLS[nb_id].learner, nb_id, replay.correct(solution, release))
+        for learner, nb in replay.submissions(solution, release).items():
+            _write(subs, learner, nb_id, nb)
+    for attack in [*trust.ATTACKS, trust.ERROR_FLOOD_ATTACK]:
+        _write(subs, attack.learner, attack.notebook, trust.build(attack, *pairs[attack.notebook]))
+    _write_folder_attacks(subs)
+
+
+def grade_once(root: Path, run) -> ClassRun:
+    """Write the submissions under ``root`` and grade them with ``run("grade", ...)``."""
+    subs, out = root / "subs", root / "out"
+    write_submissions(subs)
+    done = run("grade", str(subs), "--out", str(out), "--jobs", "2")
+    results = {}
+    for path in (out / "results").glob("*/*.json"):
+        results[(path.parent.name, path.stem)] = json.loads(path.read_text())
+    rows = []
+    if (out / "grades.csv").is_file():
+        with open(out / "grades.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+    return ClassRun(done.stdout + done.stderr, done.returncode, results, rows, out)
