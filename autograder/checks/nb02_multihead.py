@@ -198,9 +198,9 @@ def _build(cls, C, nh, gen, bias=True) -> tuple[nn.Module, dict]:
     return module, weights
 
 
-def _reference(weights, nh, query, key, value, blocked=None):
-    """nn.MultiheadAttention holding ``weights``; ``blocked`` is its mask (True = blocked)."""
-    C = query.shape[-1]
+def torch_twin(weights: dict, nh: int) -> nn.MultiheadAttention:
+    """``nn.MultiheadAttention(batch_first=True)`` in float64 holding the weights ``weights``."""
+    C = weights["q_proj"][0].shape[0]
     bias = weights["q_proj"][1] is not None
     # skip_init: every parameter is overwritten below, and the global RNG stays untouched.
     twin = skip_init(nn.MultiheadAttention, C, nh, bias=bias, batch_first=True, dtype=torch.float64)
@@ -210,6 +210,13 @@ def _reference(weights, nh, query, key, value, blocked=None):
         if bias:
             twin.in_proj_bias.copy_(torch.cat([weights[n][1] for n in PROJECTIONS[:3]]))  # (3C,)
             twin.out_proj.bias.copy_(weights["out_proj"][1])
+    return twin
+
+
+def _reference(weights, nh, query, key, value, blocked=None):
+    """nn.MultiheadAttention holding ``weights``; ``blocked`` is its mask (True = blocked)."""
+    twin = torch_twin(weights, nh)
+    with torch.no_grad():
         if blocked is not None:
             (B, T), S = query.shape[:2], key.shape[1]
             blocked = blocked.expand(B, nh, T, S).reshape(B * nh, T, S)  # torch's mask layout

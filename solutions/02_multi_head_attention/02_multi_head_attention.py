@@ -9,7 +9,7 @@
 # %% [markdown]
 # # 02 · Multi-head attention
 #
-# **Time:** about 2 h (~50 min of exercises) · **Prerequisites:** 01
+# **Time:** about 3 h (~90 min of exercises) · **Prerequisites:** 01
 #
 # In notebook 01 every query produced **one** set of attention weights: one softmax, one way of
 # mixing the values. Multi-head attention runs several attentions side by side, each on its own
@@ -23,6 +23,8 @@
 # 4. **Count its parameters** (exercise) and compute real head configurations (GPT-2, GPT-3).
 # 5. Answer the interview question *"why not one wide head?"* with a count and a measurement.
 # 6. Sort out what heads are, and are not, known to learn.
+# 7. Put the module to work: **cross-attention** over a padded encoder output, **attention
+#    dropout**, and a pre-LN **transformer block** with its parameter count (four exercises).
 #
 # **How this notebook is graded.** Run each test cell after its exercise: it names the likely
 # mistake when something is wrong. Hidden tests try more shapes when grading.
@@ -57,6 +59,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from autograder.checks.nb02_block import (
+    check_block_matches_torch,
+    check_block_param_count,
+    check_block_structure,
+    check_cross_attend,
+    check_dropout_eval,
+    check_dropout_training,
+)
 from autograder.checks.nb02_multihead import (
     check_merge_heads,
     check_mha_edge_cases,
@@ -748,6 +758,336 @@ for n, run in sweep["runs"].items():
 #   notebook 07 measures both and finds they can disagree.
 #
 # In an interview, lead with the first two, and treat the last two as claims to qualify.
+
+# %% [markdown]
+# ## 9 · Cross-attention: queries from one sequence, keys and values from another
+#
+# So far `query`, `key` and `value` were the same tensor. In an encoder–decoder model
+# (translation, speech recognition) the decoder reads the encoder's output: each of its `T`
+# positions asks a question, and the answers come from the `S` positions of the *source*
+# sequence. Same module, different inputs:
+#
+# ```
+# decoder_x   (B, T, C) ─ q_proj ─→ queries (B, nh, T, hs) ─┐
+# encoder_out (B, S, C) ─ k_proj ─→ keys    (B, nh, S, hs) ─┼─→ weights (B, nh, T, S) ─→ out (B, T, C)
+# encoder_out (B, S, C) ─ v_proj ─→ values  (B, nh, S, hs) ─┘
+# ```
+#
+# Nothing forces `S = T`, which is why your `forward` already reads `S` from `key`. Source
+# sentences in a batch have different lengths, so the encoder output is padded to the longest one,
+# and the decoder must never read the padding. That is a mask over the **keys** (the last axis):
+# True for the `encoder_lengths[b]` real positions of sequence `b`. Every decoder query and every
+# head sees the same padding, so the mask is `(B, 1, 1, S)` and broadcasts against `(B, nh, T, S)`.
+#
+# `nn.MultiheadAttention` takes the same information as `key_padding_mask`, shaped `(B, S)`, with
+# the **opposite** meaning: True = *ignore this key*. And again, it expects `(S, B, C)` inputs
+# unless you pass `batch_first=True`.
+#
+# ### Exercise 5 · `cross_attend`
+#
+# **Difficulty** ●○○ · **Importance** ★★☆ · **Time** ~10 min
+#
+# Build the padding mask from `encoder_lengths` and call `mha` with the decoder as the query and
+# the encoder as key and value.
+#
+# <details><summary>Hint 1</summary>
+#
+# `torch.arange(S) < encoder_lengths[:, None]` is `(B, S)`: True where the position is real.
+# </details>
+#
+# <details><summary>Hint 2</summary>
+#
+# A `(B, 1, S)` mask broadcasts as `(1, B, 1, S)`: it lines the batch up with the *heads*. Add both
+# singleton dimensions: `keep[:, None, None, :]`.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "cross_attend", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def cross_attend(
+    mha: nn.Module,
+    decoder_x: torch.Tensor,
+    encoder_out: torch.Tensor,
+    encoder_lengths: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Decoder queries attend over the real (unpadded) encoder positions.
+
+    Args:
+        mha: a ``MultiHeadAttention``.
+        decoder_x: ``(B, T, C)``, the queries.
+        encoder_out: ``(B, S, C)``, the keys and values, padded after ``encoder_lengths[b]``.
+        encoder_lengths: ``(B,)`` integers in ``1..S``.
+
+    Returns:
+        ``mha``'s ``(out (B, T, C), weights (B, nh, T, S))``; padded positions get weight 0.
+    """
+    ### BEGIN SOLUTION
+    S = encoder_out.shape[1]
+    keep = torch.arange(S, device=encoder_out.device) < encoder_lengths[:, None]  # (B, S)
+    return mha(decoder_x, encoder_out, encoder_out, mask=keep[:, None, None, :])  # (B, 1, 1, S)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_cross_attend_matches_torch", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""cross_attend equals nn.MultiheadAttention with the same weights and a key_padding_mask, S != T."""
+check_cross_attend(cross_attend, MultiHeadAttention)
+### BEGIN HIDDEN TESTS
+check_cross_attend(cross_attend, MultiHeadAttention, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# The same computation with PyTorch's module, in its default sequence-first layout, to see both
+# interface differences at once: transpose to `(S, B, C)`, and pass the *padded* positions.
+
+# %%
+B, T, S, C, nh = 2, 3, 5, 16, 4
+cross = MultiHeadAttention(C, nh)
+decoder_x, encoder_out = torch.randn(B, T, C), torch.randn(B, S, C)
+encoder_lengths = torch.tensor([5, 2])  # the second source sentence has 3 padded positions
+
+torch_cross = nn.MultiheadAttention(C, nh)  # batch_first=False: (T, B, C) and (S, B, C)
+with torch.no_grad():
+    torch_cross.in_proj_weight.copy_(
+        torch.cat([cross.q_proj.weight, cross.k_proj.weight, cross.v_proj.weight])  # (3C, C)
+    )
+    torch_cross.in_proj_bias.copy_(
+        torch.cat([cross.q_proj.bias, cross.k_proj.bias, cross.v_proj.bias])
+    )
+    torch_cross.out_proj.load_state_dict(cross.out_proj.state_dict())
+padded = torch.arange(S) >= encoder_lengths[:, None]  # (B, S): True = ignore, torch's meaning
+theirs, _ = torch_cross(
+    decoder_x.transpose(0, 1),  # (T, B, C)
+    encoder_out.transpose(0, 1),  # (S, B, C)
+    encoder_out.transpose(0, 1),
+    key_padding_mask=padded,
+)
+ours, ours_w = cross_attend(cross, decoder_x, encoder_out, encoder_lengths)
+print("largest difference:", (ours - theirs.transpose(0, 1)).abs().max().item())
+print("weight on padded positions of sequence 1:", ours_w[1, :, :, 2:].abs().max().item())
+
+# %% [markdown]
+# ## 10 · Attention dropout
+#
+# Transformers are usually trained with dropout, and one of its places is inside attention:
+# on the **weights**, after the softmax and before they multiply `V`. Each weight is set to zero
+# with probability `p`, so a query randomly loses some of the positions it would have read, and
+# cannot rely on any single one. This is what nanoGPT's `attn_dropout`, `nn.MultiheadAttention`'s
+# `dropout=` and the `dropout_p` of `F.scaled_dot_product_attention` do.
+#
+# Two details are easy to get wrong:
+#
+# - **The rescale.** The weights that survive are divided by `1 - p`. A dropped row then no longer
+#   sums to 1, but its *expected* sum is still 1, so the next layer sees values of the same size in
+#   training and in evaluation.
+# - **Evaluation turns it off.** `model.eval()` (or `training=False`) makes dropout the identity:
+#   predictions must not be random, and thanks to the rescale nothing else has to change.
+#
+# Measured on one row of weights:
+
+# %%
+torch.manual_seed(0)
+weights = torch.softmax(torch.randn(1, 8), dim=-1)  # (T=1, S=8): one query's weights
+torch.manual_seed(2)  # a draw that drops two of the eight weights
+dropped = F.dropout(weights, p=0.25, training=True)  # (1, 8)
+kept = dropped != 0
+print("kept positions:           ", kept.int().tolist()[0])
+print(f"row sum before dropout:    {weights.sum().item():.3f}")
+print(f"kept mass, no rescale:     {weights[kept].sum().item():.3f}")
+print(f"row sum after the rescale: {dropped.sum().item():.3f}")
+sums = F.dropout(weights.expand(10_000, 8), p=0.25).sum(-1)  # 10,000 independent draws
+print(f"mean row sum over 10,000 draws: {sums.mean().item():.3f} (std {sums.std().item():.3f})")
+print("eval mode leaves the weights alone:", torch.equal(F.dropout(weights, 0.25, False), weights))
+
+# %% [markdown]
+# A single draw drops some of the row's mass, and the rescale alone does not bring one row back to
+# exactly 1; only the average over draws is 1. Dropout on the scores *before* the softmax would do
+# something else entirely: a zeroed score is not a removed key, it still gets weight `e⁰/Σ`.
+#
+# ### Exercise 6 · `attention_with_dropout`
+#
+# **Difficulty** ●○○ · **Importance** ★★☆ · **Time** ~10 min
+#
+# Softmax attention as in notebook 01 (no mask here), with dropout on the weights. Use PyTorch's
+# random generator (`F.dropout` does): the test seeds it with `torch.manual_seed` and compares
+# with `F.dropout` under the same seed.
+#
+# <details><summary>Hint</summary>
+#
+# `weights = F.dropout(torch.softmax(scores, dim=-1), p=p, training=training)`. Passing
+# `training` matters: `F.dropout`'s default is `training=True`.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "attention_with_dropout", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def attention_with_dropout(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, p: float, training: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(q kᵀ / √d) with dropout on the weights, then times v.
+
+    Args:
+        q: ``(..., T, d)``; k: ``(..., S, d)``; v: ``(..., S, d_v)``.
+        p: probability of dropping each weight, ``0 <= p < 1``.
+        training: dropout is applied only when True.
+
+    Returns:
+        ``(out (..., T, d_v), weights (..., T, S))``, ``weights`` after dropout (the ones that
+        multiply ``v``).
+    """
+    ### BEGIN SOLUTION
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., T, S)
+    weights = F.dropout(torch.softmax(scores, dim=-1), p=p, training=training)  # (..., T, S)
+    return weights @ v, weights  # (..., T, S) @ (..., S, d_v) -> (..., T, d_v)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_attention_with_dropout_training", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""In training mode the weights are F.dropout of the softmax weights (same seed), before v."""
+check_dropout_training(attention_with_dropout)
+### BEGIN HIDDEN TESTS
+check_dropout_training(attention_with_dropout, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_attention_with_dropout_eval", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""With training=False attention_with_dropout is plain softmax attention, whatever p."""
+check_dropout_eval(attention_with_dropout)
+### BEGIN HIDDEN TESTS
+check_dropout_eval(attention_with_dropout, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 11 · The transformer block
+#
+# A transformer is a stack of identical **blocks**, and multi-head attention is half of each one.
+# The other half is a small MLP applied to every position on its own: `C → 4C → C` with a GELU in
+# between. Attention moves information *between* positions; the MLP transforms it *at* each
+# position. Each half is wrapped in a residual connection and a LayerNorm:
+#
+# ```
+# x ─┬─ ln1 ─ attn ─(+)─┬─ ln2 ─ mlp ─(+)─→ out      x = x + attn(ln1(x))
+#    └──────────────────┘└─────────────┘             x = x + mlp(ln2(x))
+# ```
+#
+# This is the **pre-LN** layout of GPT-2 and most models since: each sub-layer reads a normalised
+# copy of `x`, and the residual path `x → out` carries `x` through untouched. The original
+# Transformer (2017) was **post-LN**: `x = ln1(x + attn(x))`, normalising *after* the sum, so a
+# LayerNorm sits on the residual path itself. Xiong et al. (2020) showed that at initialisation
+# post-LN's gradients are largest near the output, which is why post-LN stacks need a
+# learning-rate warm-up, while pre-LN stacks train well without one. PyTorch has both: `nn.TransformerEncoderLayer`
+# with `norm_first=True` is the block below, and the test compares yours with it.
+#
+# ### Exercise 7 · `Block`
+#
+# **Difficulty** ●●○ · **Importance** ★★★ · **Time** ~15 min
+#
+# Attributes: `ln1`, `ln2` (`nn.LayerNorm(d_model)`), `attn` (your `MultiHeadAttention`) and
+# `mlp`, whose two `nn.Linear` are `d_model → 4·d_model` and `4·d_model → d_model`. `forward`
+# passes `mask` to the attention and returns the new `x`.
+#
+# <details><summary>Hint</summary>
+#
+# `self.mlp = nn.Sequential(nn.Linear(C, 4 * C), nn.GELU(), nn.Linear(4 * C, C))`; in `forward`,
+# `x = x + self.attn(self.ln1(x), mask=mask)[0]`, then `x + self.mlp(self.ln2(x))`.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "Block", "locked": false, "schema_version": 3, "solution": true, "task": false}
+class Block(nn.Module):
+    """A pre-LN transformer block: ``x + attn(ln1(x))``, then ``x + mlp(ln2(x))``.
+
+    Attributes:
+        ln1, ln2: ``nn.LayerNorm(d_model)``.
+        attn: ``MultiHeadAttention(d_model, num_heads)``.
+        mlp: ``Linear(d_model, 4*d_model)``, GELU, ``Linear(4*d_model, d_model)``.
+    """
+
+    def __init__(self, d_model: int, num_heads: int):
+        super().__init__()
+        ### BEGIN SOLUTION
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = MultiHeadAttention(d_model, num_heads)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(
+            nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model)
+        )
+        ### END SOLUTION
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``x`` ``(B, T, C)``, ``mask`` bool broadcastable to ``(B, nh, T, T)`` (True = may
+        attend) -> ``(B, T, C)``."""
+        ### BEGIN SOLUTION
+        x = x + self.attn(self.ln1(x), mask=mask)[0]  # (B, T, C)
+        return x + self.mlp(self.ln2(x))  # (B, T, C)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_Block_structure", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""Block has ln1, attn, ln2 and a 4x MLP, and as many parameters as nn.TransformerEncoderLayer."""
+check_block_structure(Block)
+### BEGIN HIDDEN TESTS
+check_block_structure(Block, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_Block_matches_torch", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Block equals nn.TransformerEncoderLayer(norm_first=True, activation='gelu'), causal mask or none."""
+check_block_matches_torch(Block)
+### BEGIN HIDDEN TESTS
+check_block_matches_torch(Block, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 8 · `block_param_count`
+#
+# **Difficulty** ●○○ · **Importance** ★★☆ · **Time** ~5 min
+#
+# Count the parameters of a block by formula: the attention (your `mha_param_count`), the MLP's
+# two `nn.Linear` with a hidden width `d_mlp` (default `4 * d_model`) and the two LayerNorms,
+# each a scale and a shift of length `d_model`. With `bias=False` the linear layers lose their
+# biases and each LayerNorm keeps only its scale (`nn.LayerNorm(C, bias=False)`).
+#
+# <details><summary>Hint</summary>
+#
+# With `h = d_mlp`: attention `4C² + 4C`, MLP `C·h + h + h·C + C`, LayerNorms `2·2C`.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "block_param_count", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def block_param_count(d_model: int, d_mlp: int | None = None, bias: bool = True) -> int:
+    """Trainable parameters of one pre-LN block of width ``d_model``, by formula.
+
+    ``d_mlp``: the MLP's hidden width, ``4 * d_model`` when None.
+    """
+    ### BEGIN SOLUTION
+    C = d_model
+    h = 4 * C if d_mlp is None else d_mlp
+    attention = 4 * C * C + (4 * C if bias else 0)
+    mlp = 2 * C * h + ((h + C) if bias else 0)
+    norms = 2 * (C + (C if bias else 0))
+    return attention + mlp + norms
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_block_param_count_values", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""block_param_count equals the parameters of nn.TransformerEncoderLayer, with and without bias."""
+check_block_param_count(block_param_count)
+### BEGIN HIDDEN TESTS
+check_block_param_count(block_param_count, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# With the default `d_mlp = 4C` the weights add up to $4C^2 + 8C^2 = 12C^2$: the MLP holds twice
+# as many as the attention, and the biases and LayerNorms add only $13C$. That is the rule of
+# thumb "12·C² per layer". GPT-2 small stacks 12 blocks of width 768:
+
+# %%
+C = 768
+per_block = block_param_count(C)
+print(f"one block: {per_block:,} = 12·C² ({12 * C * C:,}) + 13·C ({13 * C:,})")
+print(f"your Block module: {sum(p.numel() for p in Block(C, 12).parameters()):,}")
+print(f"12 blocks: {12 * per_block / 1e6:.1f} M parameters")
+
+# %% [markdown]
+# About 85 M of GPT-2 small's 124 M parameters sit in its blocks; most of the rest is the token
+# embedding (50,257 × 768 ≈ 38.6 M). A model is a stack of such blocks: notebook 04 counts its
+# KV cache per layer of the stack.
 #
 # ## Summary
 #
@@ -761,6 +1101,12 @@ for n, run in sweep["runs"].items():
 # - Parameters: $4(C^2 + C)$, whatever the number of heads.
 # - Several heads buy several independent softmax weightings per query, at the cost of smaller
 #   heads.
+# - Cross-attention is the same module with queries from the decoder and keys/values from the
+#   encoder (`S ≠ T`), masked over the encoder's padding: `(B, 1, 1, S)` here, `key_padding_mask`
+#   with True = ignore in `nn.MultiheadAttention`.
+# - Attention dropout acts on the weights, after the softmax and before `V`, rescales by
+#   `1/(1 - p)` and is off in eval mode.
+# - A pre-LN block is `x + attn(ln1(x))`, then `x + mlp(ln2(x))`: about $12C^2$ parameters.
 #
 # **Interview answer, in one breath:** *"Same parameters either way. What heads add is several
 # independent attention distributions per token. One softmax gives one weighted average, so a
@@ -768,5 +1114,6 @@ for n, run in sweep["runs"].items():
 # separate heads can, each in its own subspace. All heads run as one batched matrix product, so
 # they cost little extra time."*
 #
-# **Next:** notebook 03 builds masks (causal, padding) and notebook 05 measures why running the
-# heads in parallel beats running them one after another.
+# **Next:** notebook 03 builds masks (causal, padding), notebook 04 shares key/value heads across a
+# stack of such blocks, and notebook 05 measures why running the heads in parallel beats running
+# them one after another.
