@@ -57,12 +57,16 @@ def after_cell(result) -> None:
 
 
 def register() -> None:
-    """Print the line after passing test cells from now on, in the running IPython (if any)."""
+    """Print the line after passing test cells from now on, and show unfinished exercises in one
+    line (:mod:`autograder.tools.unfinished`), in the running IPython (if any)."""
     try:
         from IPython import get_ipython
     except ImportError:
         return
+    from autograder.tools import unfinished
+
     shell = get_ipython()
     if shell is None or after_cell in shell.events.callbacks["post_run_cell"]:
         return
     shell.events.register("post_run_cell", after_cell)
+    unfinished.install()  # an example that needs an unwritten exercise: one line, no traceback

@@ -16,7 +16,7 @@ import torch
 from IPython.display import display
 from matplotlib.figure import Figure
 
-from autograder.tools import plots
+from autograder.tools import plots, unfinished
 
 
 def live_figure(
@@ -28,7 +28,11 @@ def live_figure(
     def redraw(_change=None) -> None:
         with out:
             out.clear_output(wait=True)
-            fig = draw(**{name: control.value for name, control in controls.items()})
+            try:
+                fig = draw(**{name: control.value for name, control in controls.items()})
+            except Exception as exc:  # noqa: BLE001 - the learner's function, unfinished or wrong
+                print(unfinished.describe(exc))
+                return
             display(fig)
             plt.close(fig)
 
