@@ -48,6 +48,10 @@ OPERATORS = GQA_OPERATORS | frozenset(
     f"aten::{name}" for name in "view_as_complex view_as_real polar complex real imag".split()
 )
 
+#: Learner-importable names that would compute these answers: none, no tool rotates queries or
+#: keys (nb04_gqa's declarations hold for the notebook, whose cells import both modules).
+ANSWERS_IN_TOOLS: dict[str, str] = {}
+
 ROPE = "apply_rope"
 ROTARY = "RotaryGroupedQueryAttention"
 FORWARD = f"{ROTARY}.forward"

@@ -75,7 +75,7 @@ def rope_matrices(x, positions, base=10000.0):
     rot[:, i + half, i + half] = cos
     rot[:, i, i + half] = -sin
     rot[:, i + half, i] = sin
-    return torch.einsum("toi,...ti->...to", rot, x)  # (..., T, hs)
+    return torch.einsum("tab,...tb->...ta", rot, x)  # (..., T, hs)
 
 
 CORRECT_ROPE = {
