@@ -164,10 +164,10 @@ def _expect_structure(
     return module
 
 
-def _build(cls, C, nh, nkv, bias, gen, dtype=torch.float32) -> nn.Module:
+def _build(cls, C, nh, nkv, bias, gen, dtype=torch.float32, name: str = GQA) -> nn.Module:
     """The learner's module with seeded weights, in ``dtype``, in eval mode."""
     __tracebackhide__ = True
-    module = _construct(cls, C, nh, nkv, bias)
+    module = _construct(cls, C, nh, nkv, bias, name)
     module.to(dtype).eval()
     with torch.no_grad():
         for proj in PROJECTIONS:
@@ -217,8 +217,8 @@ def _oracle(module, x, start=0, mask="bottom-right", tiled=False, scale=None, pa
     return module.out_proj(out.transpose(1, 2).reshape(B, T, nh * hs))  # (B, T, C)
 
 
-def _forward(module, x, past=None, causal=None, hint=""):
-    """Run the learner's forward; check the shapes of ``(out, (k, v))``."""
+def _forward(module, x, past=None, causal=None, hint="", name: str = FORWARD):
+    """Run the learner's forward (``name`` in messages); check the shapes of ``(out, (k, v))``."""
     __tracebackhide__ = True
     kwargs = {}
     if past is not None:
@@ -226,15 +226,15 @@ def _forward(module, x, past=None, causal=None, hint=""):
     if causal is not None:
         kwargs["causal"] = causal
     with torch.no_grad():
-        result = call(module, FORWARD, (x,), kwargs, hint)
+        result = call(module, name, (x,), kwargs, hint)
     if not isinstance(result, tuple | list) or len(result) != 2:
-        fail(f"`{FORWARD}` should return `(out, (k, v))`, got {type(result).__name__}.")
-    out = expect_tensor(result[0], FORWARD, "a tensor `out` as the first item")
+        fail(f"`{name}` should return `(out, (k, v))`, got {type(result).__name__}.")
+    out = expect_tensor(result[0], name, "a tensor `out` as the first item")
     cache = result[1]
     if not isinstance(cache, tuple | list) or len(cache) != 2:
-        fail(f"`{FORWARD}` should return the cache `(k, v)` as its second item.")
-    k = expect_tensor(cache[0], FORWARD, "the cached keys `k` in `(out, (k, v))`")
-    v = expect_tensor(cache[1], FORWARD, "the cached values `v` in `(out, (k, v))`")
+        fail(f"`{name}` should return the cache `(k, v)` as its second item.")
+    k = expect_tensor(cache[0], name, "the cached keys `k` in `(out, (k, v))`")
+    v = expect_tensor(cache[1], name, "the cached values `v` in `(out, (k, v))`")
     B, T, C = x.shape
     inputs = describe((x,), kwargs)
     expect_shape(out, (B, T, C), "`out`", inputs)

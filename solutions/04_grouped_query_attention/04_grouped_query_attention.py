@@ -9,7 +9,7 @@
 # %% [markdown]
 # # 04 · Grouped-query attention and the KV cache
 #
-# **Time:** about 2 h (~70 min of exercises) · **Prerequisites:** 02, 03
+# **Time:** about 2.5 h (~100 min of exercises) · **Prerequisites:** 02, 03
 #
 # A language model writes one token at a time, and every new token attends to all the tokens
 # before it. Recomputing their keys and values at every step would be wasteful, so models keep
@@ -28,6 +28,8 @@
 # 6. Measure how much faster decoding gets with the cache.
 # 7. Turn a trained MHA into a GQA by averaging key/value heads, and measure what that costs
 #    (exercise 5).
+# 8. Give the queries and keys their positions by rotating them (RoPE, exercise 6), and cache the
+#    keys already rotated, at the right positions (exercise 7).
 #
 # **How this notebook is graded.** Each exercise is a function or class you complete in place of
 # `raise NotImplementedError()`. The locked cell after it checks your code and names the likely
@@ -77,6 +79,12 @@ from autograder.checks.nb04_gqa import (
     check_kv_cache_bytes,
     check_mha_to_gqa,
     check_repeat_kv,
+)
+from autograder.checks.nb04_rope import (
+    check_apply_rope_relative,
+    check_apply_rope_values,
+    check_rotary_gqa_decoding,
+    check_rotary_gqa_full_pass,
 )
 from autograder.tools import nb04_gqa_plots, plots
 from autograder.tools.modules import TorchMultiHeadAttention
@@ -904,7 +912,305 @@ else:
 # same error, and it does not fall to zero: 2 key/value heads cannot express everything 8
 # independent random heads did. With a real checkpoint, whose heads share structure, the gap that
 # remains is much smaller; Ainslie et al. found uptrained GQA-8 close to MHA in quality.
+
+# %% [markdown]
+# ## 8 · Positions inside the cache: rotary embeddings (RoPE)
 #
+# Attention alone does not know where a token is: shuffle the keys and values together and every
+# output stays the same (notebook 01, permutation equivariance). The `TinyDecoder` of section 6
+# fixes that the way GPT-2 did, by adding a learned vector per position to each token before the
+# first layer. Llama, Mistral, Qwen and most recent decoders do something else. They leave the
+# tokens alone and, inside every attention layer, **turn** each query and each key by an angle
+# that grows with its position: rotary position embeddings (RoPE; Su et al., 2021).
+#
+# **How the turning works.** Take the `hs` features of one head and group them into `hs/2`
+# pairs. Think of each pair as a point in a plane. At position $m$, pair $i$ is rotated by the
+# angle $m\,\theta_i$, where
+#
+# $$\theta_i = \text{base}^{-2i/hs}, \qquad i = 0, 1, \dots, hs/2 - 1, \qquad \text{base} = 10000.$$
+#
+# Pair 0 turns by one radian per position; each later pair turns more slowly, and the last one
+# only by about $1/\text{base}$ radians per position, like the hands of a clock, fast to slow.
+# (Llama 3 raised the base to 500,000 so that the slow pairs stay distinguishable over longer
+# texts.) For a pair $(a, b)$ a rotation by $\varphi$ gives
+# $(a\cos\varphi - b\sin\varphi,\; b\cos\varphi + a\sin\varphi)$.
+#
+# **Why it encodes *relative* position.** Rotating two points by the same extra angle does not
+# change their dot product. So if the query sits at $m$ (turned by $m\theta_i$) and the key at $n$
+# (turned by $n\theta_i$), their score equals the score of the unturned vectors with the key alone
+# turned by $(n - m)\theta_i$. The score of a query and a key depends on how far apart they are,
+# never on where the pair of them sits in the text. Lengths do not change either: a rotation
+# keeps $\lVert q \rVert$ and $\lVert k \rVert$.
+#
+# **Which features form a pair.** Two layouts are in use, and they are not interchangeable:
+#
+# ```
+# hs = 8, features x0 … x7
+# split halves  (GPT-NeoX, Hugging Face's Llama; this course):  (x0, x4) (x1, x5) (x2, x6) (x3, x7)
+# interleaved   (RoFormer paper, Meta's original Llama code):   (x0, x1) (x2, x3) (x4, x5) (x6, x7)
+# ```
+#
+# Both are the same rotation applied to features in a different order. A model trained with one
+# layout needs its query and key weights permuted to run with the other; that is why Hugging
+# Face's script that converts Meta's Llama checkpoints permutes the rows of `q_proj` and `k_proj`.
+# Using the other layout on someone's weights gives no error, only a model that has lost track
+# of word order.
+#
+# With split halves, `x1, x2 = x[..., :hs//2], x[..., hs//2:]` and the whole rotation is
+#
+# $$\text{rope}(x) = x \odot \cos + \text{rotate\_half}(x) \odot \sin, \qquad \text{rotate\_half}(x) = [-x_2,\; x_1],$$
+#
+# where `cos` and `sin` hold the angles of the `hs/2` pairs twice over, `(T, hs)`, so that feature
+# $j$ and feature $j + hs/2$ use the same angle.
+#
+# ### Exercise 6 · `apply_rope`
+#
+# **Difficulty** ●●○ · **Importance** ★★★ (every Llama-style model runs it in every layer) ·
+# **Time** ~15 min
+#
+# Rotate queries or keys `(B, nh, T, hs)` (any leading dimensions) whose `T` positions are given
+# as integers `positions (T,)`. `hs` is even. Return a new tensor of the same shape and dtype; do
+# not change `x`.
+#
+# <details><summary>Hint 1: the frequencies and angles</summary>
+#
+# `theta = base ** -(torch.arange(0, hs, 2, dtype=x.dtype, device=x.device) / hs)` is `(hs/2,)`;
+# `positions.to(x.dtype)[:, None] * theta` gives the angles `(T, hs/2)`, which broadcast against
+# `(B, nh, T, hs/2)`.
+# </details>
+#
+# <details><summary>Hint 2: the rotation</summary>
+#
+# With `cos, sin = angles.cos(), angles.sin()`:
+# `torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)`. That is the formula above
+# written pair by pair, without repeating `cos` and `sin`.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "apply_rope", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """Rotary position embedding, split-halves layout (GPT-NeoX, Hugging Face's Llama).
+
+    Args:
+        x: queries or keys ``(..., T, hs)``, usually ``(B, nh, T, hs)``; ``hs`` even.
+        positions: the integer position of each of the ``T`` rows, ``(T,)``.
+        base: ``θ_i = base ** (-2i / hs)`` for pair ``i = 0 … hs/2 - 1``.
+
+    Returns:
+        ``(..., T, hs)`` in ``x.dtype``: features ``i`` and ``i + hs/2`` of row ``t`` rotated
+        together by the angle ``positions[t] · θ_i``.
+    """
+    ### BEGIN SOLUTION
+    hs = x.shape[-1]
+    theta = base ** -(torch.arange(0, hs, 2, dtype=x.dtype, device=x.device) / hs)  # (hs/2,)
+    angles = positions.to(x.dtype)[:, None] * theta  # (T, 1) * (hs/2,) -> (T, hs/2)
+    cos, sin = angles.cos(), angles.sin()  # (T, hs/2)
+    x1, x2 = x[..., : hs // 2], x[..., hs // 2 :]  # (..., T, hs/2) each
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)  # (..., T, hs)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_apply_rope_values", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""apply_rope turns features (i, i + hs/2) by position · base^(-2i/hs), at any given positions and base."""
+check_apply_rope_values(apply_rope)
+### BEGIN HIDDEN TESTS
+check_apply_rope_values(apply_rope, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_apply_rope_relative", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""With apply_rope the score of query position m and key position n depends on m - n only; lengths stay."""
+check_apply_rope_relative(apply_rope)
+### BEGIN HIDDEN TESTS
+check_apply_rope_relative(apply_rope, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# See the relative property. Rotate one query vector to every position $m = 0 \dots 31$ and one
+# key vector to every position $n$, and draw all their scores $q_m \cdot k_n$: each diagonal
+# (a fixed distance $m - n$) holds one colour. Then move both by 100 positions: the scores do not
+# change.
+
+# %%
+torch.manual_seed(0)
+hs, n_pos = 16, 32
+q_vec, k_vec = torch.randn(1, 1, 1, hs), torch.randn(1, 1, 1, hs)  # one query, one key
+positions = torch.arange(n_pos)  # (T,)
+q_rot = apply_rope(q_vec.expand(1, 1, n_pos, hs), positions)[0, 0]  # (T, hs): q at 0 … 31
+k_rot = apply_rope(k_vec.expand(1, 1, n_pos, hs), positions)[0, 0]  # (T, hs): k at 0 … 31
+rope_scores = q_rot @ k_rot.T  # (T, hs) @ (hs, T) -> (T, T): query position m, key position n
+q_far = apply_rope(q_vec.expand(1, 1, n_pos, hs), positions + 100)[0, 0]  # (T, hs)
+k_far = apply_rope(k_vec.expand(1, 1, n_pos, hs), positions + 100)[0, 0]  # (T, hs)
+print(
+    "both positions moved by 100, largest change of a score:",
+    (q_far @ k_far.T - rope_scores).abs().max().item(),
+)
+print(
+    "length of q before and after rotation:", q_vec.norm().item(), q_rot.norm(dim=-1).max().item()
+)
+fig, ax = plt.subplots(figsize=(4.5, 4))
+ax.imshow(rope_scores, cmap="RdBu_r")
+ax.set(xlabel="key position n", ylabel="query position m", title="q_m · k_n: one value per m - n")
+plt.show()
+
+# %% [markdown]
+# The interleaved layout is the same rotation on reordered features. Meta's code writes it with
+# complex numbers: each neighbouring pair becomes one complex number, and multiplying by
+# $e^{i m \theta_j}$ turns it. Put the even features first and the odd ones second, and your
+# split-halves `apply_rope` computes exactly the interleaved result; without that reordering the
+# two disagree:
+
+
+# %%
+def apply_rope_interleaved(x, positions, base=10000.0):
+    """RoPE with pairs (x0, x1), (x2, x3), … as complex numbers (Meta's Llama layout)."""
+    hs = x.shape[-1]
+    theta = base ** -(torch.arange(0, hs, 2, dtype=torch.float32) / hs)  # (hs/2,)
+    angles = positions.float()[:, None] * theta  # (T, hs/2)
+    turn = torch.polar(torch.ones_like(angles), angles)  # (T, hs/2) complex: e^{i·angle}
+    pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], hs // 2, 2))  # (..., T, hs/2)
+    turned = torch.view_as_real(pairs * turn)  # (..., T, hs/2, 2): real and imaginary parts
+    return turned.flatten(-2).to(x.dtype)  # (..., T, hs)
+
+
+x = torch.randn(1, 2, 5, 8)  # (B, nh, T, hs)
+positions = torch.arange(3, 8)  # (T,)
+evens_first = torch.cat([torch.arange(0, 8, 2), torch.arange(1, 8, 2)])  # [0, 2, 4, 6, 1, 3, 5, 7]
+back = evens_first.argsort()  # the inverse reordering
+reordered = apply_rope(x[..., evens_first], positions)[..., back]  # (B, nh, T, hs)
+meta = apply_rope_interleaved(x, positions)  # (B, nh, T, hs)
+print("split halves on reordered features vs interleaved:", (reordered - meta).abs().max().item())
+print(
+    "split halves as is vs interleaved:                ",
+    (apply_rope(x, positions) - meta).abs().max().item(),
+)
+
+# %% [markdown]
+# ### RoPE and the KV cache
+#
+# The rotation of a key depends on nothing but its own position, and a token's position never
+# changes once it is written. So a key can be rotated once, when it is computed, and **cached
+# already rotated**; Hugging Face's Llama does exactly that. Every later step reads the cached
+# keys as they are and rotates only what is new: its queries and its keys. Values are never
+# rotated; they carry the content that the weights mix, and position only has to shape the
+# weights.
+#
+# With a cache the `T` new tokens are not positions `0 … T-1`: they come after the `P` cached
+# ones, at `P … P+T-1`, where `P = past_kv[0].shape[2]`. Counting from 0 at every call is the
+# classic bug, and a sneaky one: without a cache (`P = 0`) it is right, so a model passes every
+# test run on whole sequences and only goes wrong while generating. Token by token, every new
+# query and key would then be rotated by 0, and the model would generate with no sense of order
+# at all.
+#
+# The other way to go wrong is to cache the raw keys and rotate the whole cache again at every
+# step: the outputs come out right, but every step redoes the rotation of all $S$ cached
+# positions, and the cache no longer means what the rest of the world expects (rotated keys).
+# Rotating the already-rotated cache a second time is worse: the old keys drift a little further
+# at every step.
+#
+# ### Exercise 7 · `RotaryGroupedQueryAttention`
+#
+# **Difficulty** ●●○ · **Importance** ★★★ (the cache of every Llama-style model) · **Time** ~15 min
+#
+# A subclass of your `GroupedQueryAttention`: the same `__init__` (nothing to add) and the same
+# `forward(x, past_kv=None, causal=True) -> (out, (k, v))`, with one change. After splitting into
+# heads, rotate `q` and the new `k` with your `apply_rope` at positions `P … P+T-1`; then append
+# the rotated keys to the cache and attend exactly as before. The returned `k` holds rotated keys,
+# `v` raw values. Decoding token by token must still equal one full causal pass.
+#
+# <details><summary>Hint 1: the positions</summary>
+#
+# `P = 0 if past_kv is None else past_kv[0].shape[2]`, then
+# `positions = torch.arange(P, P + T, device=x.device)`.
+# </details>
+#
+# <details><summary>Hint 2: where the rotation goes</summary>
+#
+# Copy your `GroupedQueryAttention.forward` and add two lines after the split, before the
+# `torch.cat` with the past: `q = apply_rope(q, positions)` and `k = apply_rope(k, positions)`.
+# `v` stays as it is.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "RotaryGroupedQueryAttention", "locked": false, "schema_version": 3, "solution": true, "task": false}
+class RotaryGroupedQueryAttention(GroupedQueryAttention):
+    """``GroupedQueryAttention`` with rotary position embeddings; the cache holds rotated keys."""
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        past_kv: tuple[torch.Tensor, torch.Tensor] | None = None,
+        causal: bool = True,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """As ``GroupedQueryAttention.forward``, with q and the new k rotated at ``P … P+T-1``.
+
+        Args:
+            x: the new positions ``(B, T, C)``.
+            past_kv: ``(k, v)``, each ``(B, nkv, P, hs)``: keys already rotated, raw values.
+            causal: as in ``GroupedQueryAttention``.
+
+        Returns:
+            ``(out, (k, v))``: out ``(B, T, C)``; k (rotated) and v ``(B, nkv, S, hs)``.
+        """
+        ### BEGIN SOLUTION
+        B, T, C = x.shape
+        hs = C // self.num_heads
+        P = 0 if past_kv is None else past_kv[0].shape[2]  # positions already in the cache
+        positions = torch.arange(P, P + T, device=x.device)  # (T,): the new tokens come after
+        q = self.q_proj(x).view(B, T, self.num_heads, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = self.k_proj(x).view(B, T, self.num_kv_heads, hs).transpose(1, 2)  # (B, nkv, T, hs)
+        v = self.v_proj(x).view(B, T, self.num_kv_heads, hs).transpose(1, 2)  # (B, nkv, T, hs)
+        q, k = apply_rope(q, positions), apply_rope(k, positions)  # values are not rotated
+        if past_kv is not None:
+            k = torch.cat([past_kv[0], k], dim=2)  # (B, nkv, S, hs): rotated keys, in order
+            v = torch.cat([past_kv[1], v], dim=2)  # (B, nkv, S, hs)
+        S = k.shape[2]
+        mask = None
+        if causal:
+            mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)  # (T, S)
+        n_rep = self.num_heads // self.num_kv_heads
+        out = F.scaled_dot_product_attention(
+            q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), attn_mask=mask
+        )  # (B, nh, T, hs) @ (B, nh, hs, S) -> (B, nh, T, S) -> (B, nh, T, hs)
+        out = out.transpose(1, 2).reshape(B, T, C)  # (B, nh, T, hs) -> (B, T, C)
+        return self.out_proj(out), (k, v)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_RotaryGroupedQueryAttention_full_pass", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Without a cache, q and k are rotated at 0 … T-1 (values are not) and the cache holds the rotated keys."""
+check_rotary_gqa_full_pass(RotaryGroupedQueryAttention)
+### BEGIN HIDDEN TESTS
+check_rotary_gqa_full_pass(RotaryGroupedQueryAttention, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_RotaryGroupedQueryAttention_decoding", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Decoding with RoPE in pieces (new tokens at P … P+T-1) equals one full causal pass, cache included."""
+check_rotary_gqa_decoding(RotaryGroupedQueryAttention)
+### BEGIN HIDDEN TESTS
+check_rotary_gqa_decoding(RotaryGroupedQueryAttention, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Decode token by token with your module and compare with one pass over the whole sequence: the
+# outputs agree, and so do the caches, which hold the same rotated keys either way.
+
+# %%
+torch.manual_seed(0)
+rotary = RotaryGroupedQueryAttention(d_model=32, num_heads=4, num_kv_heads=2).eval()
+x = torch.randn(1, 6, 32)  # (B, T, C)
+with torch.no_grad():
+    full, (k_full, _) = rotary(x)  # (B, T, C); rotated keys (B, nkv, T, hs)
+    past, steps = None, []
+    for t in range(x.shape[1]):
+        out_t, past = rotary(x[:, t : t + 1], past_kv=past)  # (B, 1, C); cache (B, nkv, t + 1, hs)
+        steps.append(out_t)
+print(
+    "token by token vs full pass, largest difference:",
+    (torch.cat(steps, 1) - full).abs().max().item(),
+)
+print("cached keys vs the full pass's rotated keys:    ", (past[0] - k_full).abs().max().item())
+
+# %% [markdown]
 # ## Summary
 #
 # - Decoding one token at a time reuses the keys and values of every earlier token: the KV cache.
@@ -919,6 +1225,11 @@ else:
 #   mask bottom-right (`tril(S - T)`), not top-left (`is_causal=True`).
 # - Cached decoding equals a full causal pass and was several times faster here.
 # - An MHA checkpoint becomes a GQA one by averaging each group's key/value heads, then uptraining.
+# - RoPE turns pair $i$ of every query and key by position $\times\ \text{base}^{-2i/hs}$, so
+#   scores depend only on the distance $m - n$. Pairs are split halves here (`rotate_half`);
+#   Meta's original code interleaves them, and weights only work with their own layout.
+# - With a cache, the new tokens sit at positions $P \dots P+T-1$; rotate their queries and keys
+#   there, cache the rotated keys, and never rotate the values.
 #
 # **Interview answer, in one breath:** *"In grouped-query attention the query heads are split
 # into groups and each group shares one key and value head. Every head still has its own queries
