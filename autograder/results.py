@@ -47,6 +47,16 @@ class NotebookResult:
         self.score = sum(c.score for c in self.cells)
         self.max_score = sum(c.max_score for c in self.cells)
 
+    @classmethod
+    def from_summary(cls, notebook_id: str, summary: dict) -> NotebookResult:
+        """A notebook's part of ``grade``'s result file, back as a result (see
+        ``classroom.worker.notebook_summary``)."""
+        result = cls(summary["notebook"], notebook_id, stopped=summary.get("stopped"))
+        result.cells = [CellResult(**cell) for cell in summary["cells"]]
+        result.manual = list(summary.get("manual", []))
+        result.total()
+        return result
+
     def to_json(self) -> dict:
         """``check --json``'s object (the contract's keys; optional ones only when set)."""
         data = asdict(self)

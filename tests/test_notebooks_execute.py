@@ -1,4 +1,10 @@
-"""Every instructor notebook runs top to bottom, as a learner would run it (not under autograde).
+"""Every notebook runs top to bottom, as a learner would run it (not under autograde).
+
+- Every instructor notebook runs without an error.
+- Every learner notebook, untouched (no exercise done), runs top to bottom with JupyterLab's Run
+  All semantics (each cell runs, errors or not): no traceback, in a cell or inside a widget,
+  shows a frame of the course's own code (``autograder/``), and an example that needs an
+  unwritten exercise, or a name such a cell left undefined, says so in one line.
 
 The notebooks run two at a time in worker processes (their kernels are single-threaded, and the
 machine has two cores); each test then reads its notebook's outcome.
@@ -6,6 +12,7 @@ machine has two cores); each test then reads its notebook's outcome.
 
 import multiprocessing
 import os
+import re
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
@@ -38,17 +45,69 @@ def run_top_to_bottom(notebook_id: str) -> str | None:
     return f"{errors[0].ename}: {errors[0].evalue}" if errors else None
 
 
+def _shown_outputs(nb) -> list:
+    """Every output a learner sees: the cells', and those kept in widget state."""
+    shown = [(str(i), o) for i, c in enumerate(nb.cells) for o in c.get("outputs", [])]
+    widgets = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+    for model in widgets.get("state", {}).values():
+        for output in model.get("state", {}).get("outputs") or []:
+            shown.append(("a widget", output))
+    return shown
+
+
+def release_problems(notebook_id: str) -> list[str]:
+    """Run the untouched learner notebook as Run All does; what a learner should not see."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    os.environ.pop("NBGRADER_EXECUTION", None)
+    os.environ.update(MPLBACKEND="Agg", MHA_COURSE_QUICK="1")
+    nb = nbformat.read(paths.release_notebook(notebook_id), as_version=4)
+    client = NotebookClient(
+        nb,
+        timeout=300,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(paths.COURSE_DIR / notebook_id)}},
+    )
+    client.execute()
+    problems = []
+    for where, output in _shown_outputs(nb):
+        if output.get("output_type") == "error":
+            lines = list(output.get("traceback", []))
+        elif output.get("output_type") == "stream":
+            lines = [output.get("text", "")]
+        else:
+            continue
+        text = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(lines))
+        ename = output.get("ename", "")
+        if "/autograder/" in text or "Traceback (most recent call last)" in text and not ename:
+            problems.append(f"{where}: a traceback through course code: {text[-300:]}")
+        elif ename in ("NotImplementedError", "NameError") and len(lines) != 1:
+            problems.append(f"{where}: {ename} shown as {len(lines)} lines, not one")
+    return problems
+
+
 @pytest.fixture(scope="module")
 def outcomes() -> dict:
+    """(kind, notebook id) -> the solution's first error, or the release's problems."""
     workers = min(2, len(os.sched_getaffinity(0)), len(IDS)) or 1
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         # later notebooks are the longest: start them first so both workers end together
-        futures = {nb_id: pool.submit(run_top_to_bottom, nb_id) for nb_id in reversed(IDS)}
-        return {nb_id: future.result() for nb_id, future in futures.items()}
+        futures = {("solution", i): pool.submit(run_top_to_bottom, i) for i in reversed(IDS)}
+        futures |= {("release", i): pool.submit(release_problems, i) for i in reversed(IDS)}
+        return {key: future.result() for key, future in futures.items()}
 
 
 @pytest.mark.parametrize("notebook_id", IDS)
 def test_solution_runs_top_to_bottom(notebook_id, outcomes):
-    assert outcomes[notebook_id] is None, outcomes[notebook_id]
+    assert outcomes[("solution", notebook_id)] is None, outcomes[("solution", notebook_id)]
     assert os.environ.get("NBGRADER_EXECUTION") is None
+
+
+@pytest.mark.parametrize("notebook_id", IDS)
+def test_untouched_release_shows_no_course_frames_and_one_line_per_unfinished_exercise(
+    notebook_id, outcomes
+):
+    assert outcomes[("release", notebook_id)] == [], outcomes[("release", notebook_id)]

@@ -1,16 +1,42 @@
-"""The CI gate itself, and that it can fail."""
+"""The CI gate itself, and that it can fail.
+
+``validate`` judges each notebook by its solution and its untouched release. For the whole
+course, the verdict is taken from the session's one ``grade`` run (``class_run``), which grades
+every notebook's control and release (and verifies the control's cells outside the kernel); the
+command itself runs end to end on the first notebook.
+"""
 
 import pytest
+from hostile.class_run import RELEASE
+from hostile.trust import CONTROLS
 
+from autograder import paths
 from autograder.grading import CellResult, NotebookResult
 from autograder.validate import _problems
 from conftest import autograder
 
 
+def _graded(class_run, nb_id: str, learner: str) -> NotebookResult:
+    result = class_run.results[(nb_id, learner)]
+    if result["status"] != "graded":
+        return NotebookResult("", nb_id, error=result["error"])
+    (summary,) = result["notebooks"]
+    return NotebookResult.from_summary(nb_id, summary)
+
+
 @pytest.mark.slow
-def test_validate_passes_on_the_course():
-    result = autograder("validate")
+@pytest.mark.parametrize("nb_id", paths.notebook_ids())
+def test_validate_passes_on_the_course(class_run, nb_id):
+    solution = _graded(class_run, nb_id, CONTROLS[nb_id].learner)
+    release = _graded(class_run, nb_id, RELEASE)
+    assert _problems(solution, release) == [], class_run.stdout[-2000:]
+
+
+@pytest.mark.slow
+def test_validate_command_passes_on_a_notebook(first_notebook):
+    result = autograder("validate", first_notebook)
     assert result.returncode == 0, result.stdout + result.stderr
+    assert f"ok  {first_notebook}: solution" in result.stdout, result.stdout
 
 
 def _result(*scores):

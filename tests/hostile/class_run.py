@@ -6,12 +6,14 @@
   release notebook (:func:`hostile.replay.correct`);
 - the replay attacks of :mod:`hostile.replay` (learners ``noop``, ``junk``, ``compare``,
   ``forger``);
+- the untouched release (learner :data:`RELEASE`): with the control, what ``validate`` judges;
 
 and the trust-boundary attacks of :mod:`hostile.trust`: attacks on cells, a flood of error
 output, and attacks on the folder itself (symlinked folders, formula-like learner ids).
 
-``tests/test_hostile_replay.py`` and ``tests/test_hostile_trust.py`` read the same run through
-the ``class_run`` fixture (``conftest.py``), so no notebook is graded twice for them.
+``tests/test_hostile_replay.py``, ``tests/test_hostile_trust.py`` and ``tests/test_validate.py``
+read the same run through the ``class_run`` fixture (``conftest.py``), so no notebook is graded
+twice for them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from autograder import paths
 from autograder.build import instructor_notebook_text
 
 from . import replay, trust
+
+RELEASE = "release"  # the learner who handed in the untouched release notebook
 
 
 @dataclass
@@ -67,6 +71,7 @@ def write_submissions(subs: Path) -> None:
     pairs = {nb: _pair(nb) for nb in paths.notebook_ids()}
     for nb_id, (solution, release) in pairs.items():
         _write(subs, trust.CONTROLS[nb_id].learner, nb_id, replay.correct(solution, release))
+        _write(subs, RELEASE, nb_id, release)
         for learner, nb in replay.submissions(solution, release).items():
             _write(subs, learner, nb_id, nb)
     for attack in [*trust.ATTACKS, trust.ERROR_FLOOD_ATTACK]:
