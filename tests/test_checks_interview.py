@@ -12,7 +12,7 @@ import torch
 from mistakes import interview as impl
 
 from autograder import nbcell, paths
-from autograder.checks import CheckFailure
+from autograder.checks import CheckFailure, nb08_loop
 from autograder.checks import nb08_interview as checks
 
 NOTEBOOK = "08_interview_prep"
@@ -28,6 +28,9 @@ ANCHORS = {
     "flops": 603_979_776,
     "matmuls_loop": 5 * 12 + 1,
     "matmuls_packed": 4,
+    "crossover_seq_len": 10_240,
+    "prefill_intensity": 2048,
+    "decode_intensity": 1,
 }
 
 
@@ -105,7 +108,7 @@ def test_every_wrong_letter_of_every_question_is_explained(question):
 def test_answers_are_not_in_plain_sight():
     """Every option has a note (no letter stands out), hashed answers are salted, and the
     measured questions have exactly one true claim."""
-    source = inspect.getsource(checks)
+    source = inspect.getsource(checks) + inspect.getsource(nb08_loop)
     for question, spec in checks.CHOICES.items():
         assert set(spec.notes) >= set("abcd")
         right = "".join(sorted(checks._right(question, spec)))
@@ -114,7 +117,8 @@ def test_answers_are_not_in_plain_sight():
             plain = hashlib.sha256(f"{question}|{right}".encode()).hexdigest()[:16]
             assert plain not in source
     for question, value in ANCHORS.items():
-        if question not in ("gpt3_head_size", "matmuls_packed"):  # 128 and 4 are also inputs
+        inputs = ("gpt3_head_size", "matmuls_packed", "prefill_intensity", "decode_intensity")
+        if question not in inputs:  # 128, 4, 2048 and 1 are also inputs
             assert not {f"{value:_}", str(value)} & set(re.findall(r"\b\d[\d_]*\b", source))
 
 

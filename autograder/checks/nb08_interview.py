@@ -11,7 +11,8 @@ wrong configuration (query heads instead of key/value heads, one layer, fp32, ..
 diagnosis. Multiple-choice answers that can be measured are measured the same way; the others are
 compared by salted hash, and every option carries a note that explains it.
 
-Answers are variables named ``answer_<question>``; a test cell calls
+Section 5's questions live in :mod:`.nb08_loop` and are merged in here. Answers are variables
+named ``answer_<question>``; a test cell calls
 ``check_number("gpt3_head_size", answer_gpt3_head_size)`` or ``check_choice("gqa", answer_gqa)``.
 """
 
@@ -34,6 +35,7 @@ from autograder.tools.nb04_gqa import TorchGroupedQueryAttention, cache_nbytes, 
 from autograder.torch_helpers import one_thread
 
 from ._core import fail
+from .nb08_loop import LOOP_CHOICES, LOOP_NUMBERS
 
 #: Learner-importable names that would compute this notebook's graded answers. In the grading
 #: sandbox of any notebook whose test cells use these checks, they keep their names but raise.
@@ -424,6 +426,9 @@ NUMBERS: dict[str, _Number] = {
 }
 
 
+NUMBERS.update({question: _Number(*spec) for question, spec in LOOP_NUMBERS.items()})
+
+
 def _not_set(name: str, example: str) -> None:
     __tracebackhide__ = True
     fail(
@@ -677,6 +682,9 @@ CHOICES: dict[str, Choice] = {
         "evidence",
     ),
 }
+
+
+CHOICES.update({question: Choice(*spec) for question, spec in LOOP_CHOICES.items()})
 
 
 def _digest(question: str, letter: str) -> str:

@@ -325,6 +325,77 @@ DECK: tuple[Card, ...] = (
         "B·nh·T²·4 bytes = 402,653,184 ≈ 403 MB per layer; it grows with T². Fused "
         "kernels (FlashAttention) never store this matrix.",
     ),
+    _card(
+        "complexity",
+        "numbers & pitfalls",
+        "notebook 08 §5.1",
+        "Cost of standard attention in T, and when does it overtake the projections?",
+        "Time O(T²·C), memory O(T²) per head for the score table. Per layer (batch 1) the "
+        "attention products cost 4·T²·C FLOPs, the projections 8·T·C²: equal at T = 2C.",
+    ),
+    _card(
+        "flash_attention",
+        "core ideas",
+        "notebook 06, notebook 08 §5.2",
+        "FlashAttention: why exact, why fast, why does the backward recompute?",
+        "Exact: an online softmax rescales earlier partial sums by exp(old max − new max). "
+        "Fast: tiles stay in on-chip SRAM, so the T × T table never travels to HBM. Backward: "
+        "only each row's max and log-sum-exp are saved; the weights are remade tile by tile.",
+    ),
+    _card(
+        "mha_gqa_mqa",
+        "core ideas",
+        "notebook 04, notebook 08 §5.3",
+        "MHA vs GQA vs MQA, and tensor parallelism with fewer KV heads than ranks?",
+        "MHA: best quality, biggest KV cache. MQA: one KV head, smallest cache, fastest "
+        "decoding, some quality lost. GQA: near-MHA quality, cache nh/nkv times smaller. With "
+        "fewer KV heads than ranks, each KV head is replicated on several ranks.",
+    ),
+    _card(
+        "prefill_decode",
+        "numbers & pitfalls",
+        "notebook 08 §5.4",
+        "Why is prefill compute-bound and decoding memory-bound?",
+        "A C × C fp16 projection on T tokens does 2·T·C² FLOPs for 2·C² bytes of weights: T "
+        "FLOPs per byte. Prefill (T = 2,048) is far above a GPU's ~300 FLOPs/byte; a decode step "
+        "(T = 1) does 1, so it waits on memory. Batching requests raises it.",
+    ),
+    _card(
+        "long_context",
+        "intuition",
+        "notebook 08 §5.5",
+        "Sliding-window attention and attention sinks in one breath?",
+        "A window of W keys makes work O(T·W) and caps the cache at W; depth L reaches about "
+        "L·W back. Streaming with only a window collapses once the first tokens go: models park "
+        "softmax mass on them, so keep a few sink tokens plus the window (Xiao et al., 2023).",
+    ),
+    _card(
+        "rope_cache",
+        "intuition",
+        "notebook 08 §3.3 and §5.6",
+        "Why does a RoPE model cache rotated keys?",
+        "Each key is rotated once, at its absolute position. A query at m and a key at n score "
+        "by a rotation of n − m only, so cached keys never change; new tokens must be rotated at "
+        "positions P … P + T − 1, not from 0.",
+    ),
+    _card(
+        "block_ln_dropout",
+        "core ideas",
+        "notebook 02 §10–11, notebook 08 §5.7",
+        "Pre-LN vs post-LN, and where does dropout go?",
+        "Pre-LN: x + attn(ln(x)), a clean residual path, trains deep without long warm-up; "
+        "post-LN: ln(x + attn(x)), the original. Dropout: on the attention weights after the "
+        "softmax and on each branch's output before the residual add; off in eval().",
+    ),
+    _card(
+        "live_coding",
+        "numbers & pitfalls",
+        "notebook 08 §5.8",
+        "Causal MHA from a blank page: the lines, with shapes?",
+        "q, k, v = (x @ W_qkv.T).split(C, -1); view (B, T, nh, hs), transpose to (B, nh, T, hs); "
+        "scores = q @ kᵀ / √hs (B, nh, T, T); masked_fill the future with −inf; softmax over the "
+        "keys; @ v; transpose back, reshape (B, T, C); @ W_out.T.",
+    ),
 )
 
 GROUPS = ("all", "core ideas", "intuition", "numbers & pitfalls")

@@ -9,22 +9,24 @@
 # %% [markdown]
 # # 08 · Interview preparation
 #
-# **Time:** about 2 h (plus 10 min a day of flashcards) · **Prerequisites:** 01–07
+# **Time:** about 3 h (plus 10 min a day of flashcards) · **Prerequisites:** 01–07
 #
 # Interviewers ask about multi-head attention in three ways: *numbers* you should be able to work
 # out on a whiteboard, *claims* you should be able to confirm or push back on, and *code* you
 # should be able to read and fix. They usually end with an open question that you answer out
-# loud. This notebook drills all four, then gives you a deck of flashcards for the days before
-# the interview.
+# loud. This notebook drills all four, then the follow-ups of a full interview loop (cost,
+# kernels, serving, long context, the block) and a timed live-coding round, and gives you a
+# deck of flashcards for the days before the interview.
 #
 # | § | what | difficulty | time | points |
 # |---|---|---|---|---|
 # | 1 | Numbers worth knowing: head size, parameters, memory, FLOPs, matmul counts | ●●○ | ~30 min | 10 |
 # | 2 | Claims to confirm or push back on (multiple choice) | ●○○ – ●●○ | ~25 min | 12 |
-# | 3 | Find and fix the bug: a ported MHA module, a batch mask, a GQA cache | ●●○ | ~40 min | 10 |
+# | 3 | Find and fix the bug: a ported MHA module, a packed qkv projection, a rotary cache | ●●○ | ~40 min | 10 |
 # | 4 | Say it out loud: two written answers | ●●● | ~25 min | 7, by your instructor |
-# | 5 | Flashcards for spaced review | ●○○ | 10 min a day | — |
-# | 6 | If you got it wrong: where to revisit | — | — | — |
+# | 5 | The rest of the loop: complexity, FlashAttention, GQA and sharding, serving, long context, RoPE, the block; live coding | ●●○ – ●●● | ~55 min | 17 |
+# | 6 | Flashcards for spaced review | ●○○ | 10 min a day | — |
+# | 7 | If you got it wrong: where to revisit | — | — | — |
 #
 # **How to work.** Treat each question like an interview: answer it first without scrolling back
 # to earlier notebooks, then run the locked cell after it. A wrong answer gets a one-sentence
@@ -34,7 +36,7 @@
 # exercise you have not finished yet, so the plots and sliders further down run too; a failing
 # test cell still counts as failed when the notebook is graded.
 # In a terminal (**File › New › Terminal**), `python -m autograder check 08` grades the whole
-# notebook and lists the two written answers under "manual". Section 6 maps every question to the
+# notebook and lists the two written answers under "manual". Section 7 maps every question to the
 # notebook and section that teaches it.
 #
 # ## Shape legend
@@ -54,6 +56,7 @@
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 import math
 import os
+import time
 import warnings
 
 import torch
@@ -62,11 +65,12 @@ from IPython.display import display
 from torch import nn
 
 from autograder.checks.nb02_multihead import check_mha_mask, check_mha_matches_torch
-from autograder.checks.nb03_masking import (
-    check_attention_mask_padding_invariance,
-    check_attention_mask_values,
+from autograder.checks.nb08_bugs import (
+    check_causal_mha_live,
+    check_packed_attention,
+    check_rope_decoding,
+    check_rope_full_pass,
 )
-from autograder.checks.nb04_gqa import check_gqa_decoding, check_gqa_kv_cache
 from autograder.checks.nb08_interview import check_choice, check_number
 from autograder.tools.nb08_flashcards import flashcard_widget
 
@@ -560,7 +564,8 @@ check_choice("pushback", answer_pushback)
 #
 # Live-coding rounds often hand you code that *runs* and ask what is wrong with it. Each piece of
 # code below runs without an error and returns tensors of the right shape, which is exactly why
-# its bugs survive. None of these bugs appeared in the earlier notebooks' exercises. For each one:
+# its bugs survive. The two in 3.1 are mistakes that earlier checks name, here in code someone
+# else wrote; the three in 3.2 and 3.3 appear nowhere earlier in the course. For each one:
 # read it, predict what goes wrong, run the symptom cell, then write the fixed version in the
 # answer cell (start by copying the buggy body). The checks are the course's own: they compare
 # with PyTorch and name the mistake they recognise, one at a time.
@@ -716,226 +721,257 @@ check_mha_mask(MultiHeadAttention, seed=1, thorough=True)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### 3.2 · A batch mask that meets the heads
+# ### 3.2 · A packed projection, as in nanoGPT
 #
-# **Time** ~10 min
+# **Time** ~12 min
 #
-# This function builds the mask of a padded, causal batch: `lengths[b]` real tokens in row `b`,
-# padding after them. The mask is meant for multi-head attention, whose scores are
-# `(B, nh, T, S)`.
+# Many codebases make q, k and v with **one** projection `C → 3C` (nanoGPT's `c_attn`,
+# `nn.MultiheadAttention`'s `in_proj_weight`). Here the packed weight stacks all the query rows,
+# then all the key rows, then all the value rows: `qkv.weight` is `[W_q; W_k; W_v]`, each
+# `(C, C)`, exactly `nn.MultiheadAttention`'s layout. The layer is causal self-attention
+# without biases. Two lines are wrong.
 
 
-# %% nbgrader={"grade": false, "grade_id": "given_buggy_attention_mask", "locked": true, "schema_version": 3, "solution": false, "task": false}
-def buggy_attention_mask(lengths, max_len, causal=True):
-    """Meant to be True where key j of sequence b may be read by query i: j < lengths[b] and,
-    if causal, j <= i. For scores (B, nh, T, S) with T = S = max_len."""
-    positions = torch.arange(max_len, device=lengths.device)  # (T,)
-    real = positions < lengths[:, None]  # (B, S): real keys
-    allowed = real[:, None, :].expand(-1, max_len, -1)  # (B, T, S)
-    if causal:
-        allowed = allowed & (positions[None, :] <= positions[:, None])  # (B, T, S) & (T, S)
-    return allowed  # (B, T, S)
+# %% nbgrader={"grade": false, "grade_id": "given_buggy_packed", "locked": true, "schema_version": 3, "solution": false, "task": false}
+class BuggyPackedCausalSelfAttention(nn.Module):
+    """Meant to equal causal nn.MultiheadAttention(bias=False) with in_proj_weight = qkv.weight
+    and out_proj.weight = proj.weight. Two bugs."""
 
-
-# %% [markdown]
-# Every entry of this mask is right. Now apply it to the scores of a batch of two sequences and
-# two heads, the way attention does (`masked_fill` broadcasts the mask against the scores):
-
-# %%
-lengths = torch.tensor([2, 4])  # sequence 0 has two real tokens, sequence 1 has four
-mask = buggy_attention_mask(lengths, 4, causal=False)  # (B, T, S)
-scores = torch.zeros(2, 2, 4, 4)  # (B, nh, T, S)
-allowed = mask.expand_as(scores)  # what masked_fill and SDPA do with a (B, T, S) mask
-for head in range(2):
-    print(f"sequence 0, head {head}: query 0 may read keys", allowed[0, head, 0].int().tolist())
-try:
-    mask.expand(2, 3, 4, 4)  # the same mask against three heads
-except RuntimeError as err:
-    print("with three heads:", str(err).splitlines()[0])
-
-# %% [markdown]
-# Write `attention_mask(lengths, max_len, causal=True)` so that it works with any number of heads
-# (the contract of notebook 03: a bool tensor on the device of `lengths`).
-#
-# <details><summary>Hint 1: where to look</summary>
-#
-# Broadcasting lines shapes up from the **right**. Write the mask's shape under the scores'
-# shape, right-aligned: which dimension of the mask ends up against the heads?
-# </details>
-#
-# <details><summary>Hint 2: the shape</summary>
-#
-# The mask should say nothing about heads, so it needs a dimension of size 1 where the heads are,
-# in the position that lines up with `nh` in `(B, nh, T, S)`.
-# </details>
-
-
-# %% nbgrader={"grade": false, "grade_id": "fixed_attention_mask", "locked": false, "schema_version": 3, "solution": true, "task": false}
-def attention_mask(lengths, max_len, causal=True):
-    """``(B, 1, T, S)`` bool with T = S = ``max_len``: key ``j`` of sequence ``b`` may be read by
-    query ``i`` iff ``j < lengths[b]`` and, if ``causal``, ``j <= i``; on ``lengths.device``."""
-    ### BEGIN SOLUTION
-    positions = torch.arange(max_len, device=lengths.device)  # (T,)
-    real = positions < lengths[:, None]  # (B, S): real keys
-    allowed = real[:, None, :].expand(-1, max_len, -1)  # (B, T, S)
-    if causal:
-        allowed = allowed & (positions[None, :] <= positions[:, None])  # (B, T, S) & (T, S)
-    return allowed[:, None]  # (B, 1, T, S): broadcasts over any number of heads
-    ### END SOLUTION
-
-
-# %% nbgrader={"grade": true, "grade_id": "test_fixed_attention_mask_values", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-"""attention_mask gives (B, 1, T, T): a key may be read iff it is real and (if causal) not later."""
-check_attention_mask_values(attention_mask)
-### BEGIN HIDDEN TESTS
-check_attention_mask_values(attention_mask, seed=1, thorough=True)
-### END HIDDEN TESTS
-
-# %% nbgrader={"grade": true, "grade_id": "test_fixed_attention_mask_padding", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-"""With attention_mask, real tokens' outputs equal each sequence run alone, without padding."""
-check_attention_mask_padding_invariance(attention_mask)
-### BEGIN HIDDEN TESTS
-check_attention_mask_padding_invariance(attention_mask, seed=1, thorough=True)
-### END HIDDEN TESTS
-
-# %% [markdown]
-# ### 3.3 · Decoding with shared key/value heads
-#
-# **Time** ~15 min
-#
-# A grouped-query attention layer for token-by-token generation (notebook 04's interface):
-# `forward(x, past_kv=None, causal=True)` takes the `T` newest tokens and the cache `(k, v)` of
-# the earlier ones, and returns `(out, (k, v))` with the cache extended. Query head `i` reads
-# key/value head `i // n_rep`. Decoding piece by piece with the cache must equal one full causal
-# pass. Two things are wrong.
-
-
-# %% nbgrader={"grade": false, "grade_id": "given_buggy_gqa", "locked": true, "schema_version": 3, "solution": false, "task": false}
-class BuggyGroupedQueryAttention(nn.Module):
-    """Meant to be GQA with a KV cache: nh query heads share nkv key/value heads. Two bugs."""
-
-    def __init__(self, d_model, num_heads, num_kv_heads, bias=False):
+    def __init__(self, d_model, num_heads):
         super().__init__()
-        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
-        self.head_size = d_model // num_heads
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, num_kv_heads * self.head_size, bias=bias)
-        self.v_proj = nn.Linear(d_model, num_kv_heads * self.head_size, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.num_heads = num_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)  # [W_q; W_k; W_v], (3C, C)
+        self.proj = nn.Linear(d_model, d_model, bias=False)
 
-    def forward(self, x, past_kv=None, causal=True):
+    def forward(self, x):
         B, T, C = x.shape
-        nh, nkv, hs = self.num_heads, self.num_kv_heads, self.head_size
-        q = self.q_proj(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
-        k = self.k_proj(x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
-        v = self.v_proj(x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
-        k = k.repeat_interleave(nh // nkv, dim=1)  # (B, nh, T, hs)
-        v = v.repeat_interleave(nh // nkv, dim=1)  # (B, nh, T, hs)
-        if past_kv is not None:
-            k = torch.cat([past_kv[0], k], dim=2)  # (B, nh, S, hs)
-            v = torch.cat([past_kv[1], v], dim=2)  # (B, nh, S, hs)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # (B, nh, T, hs)
-        out = out.transpose(1, 2).reshape(B, T, C)  # (B, T, C)
-        return self.out_proj(out), (k, v)  # (B, T, C), cache
+        nh, hs = self.num_heads, C // self.num_heads
+        q, k, v = self.qkv(x).view(B, T, nh, 3, hs).unbind(dim=3)  # (B, T, nh, hs) each
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+        scores = q @ k.transpose(-2, -1)  # (B, nh, T, hs) @ (B, nh, hs, T) -> (B, nh, T, T)
+        allowed = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()  # (T, T)
+        scores = scores.masked_fill(~allowed, float("-inf"))
+        weights = torch.softmax(scores, dim=-1) / math.sqrt(hs)  # (B, nh, T, T)
+        out = (weights @ v).transpose(1, 2).reshape(B, T, C)  # (B, nh, T, hs) -> (B, T, C)
+        return self.proj(out)  # (B, T, C)
 
 
 # %%
 torch.manual_seed(0)
-gqa = BuggyGroupedQueryAttention(32, num_heads=8, num_kv_heads=2).eval()
-x = torch.randn(1, 6, 32)  # (B, T, C)
+packed = BuggyPackedCausalSelfAttention(16, 4)
+reference = nn.MultiheadAttention(16, 4, bias=False, batch_first=True)
+with torch.no_grad():  # the same weights: in_proj_weight is [W_q; W_k; W_v] as well
+    reference.in_proj_weight.copy_(packed.qkv.weight)  # (3C, C)
+    reference.out_proj.weight.copy_(packed.proj.weight)  # (C, C)
+    x = torch.randn(2, 5, 16)  # (B, T, C)
+    blocked = ~torch.ones(5, 5, dtype=torch.bool).tril()  # nn.MultiheadAttention: True = blocked
+    expected, expected_weights = reference(x, x, x, attn_mask=blocked)
+    print("largest difference:", (packed(x) - expected).abs().max().item())
+    B, T, C, nh, hs = 2, 5, 16, 4, 4
+    q, k, v = packed.qkv(x).view(B, T, nh, 3, hs).unbind(dim=3)  # as the buggy code does
+    print(
+        "its queries equal x @ W_q.T:",
+        torch.allclose(q.reshape(B, T, C), x @ packed.qkv.weight[:C].T),
+    )
+
+# %% [markdown]
+# Write `PackedCausalSelfAttention(d_model, num_heads)` without the bugs: the same attributes
+# (`num_heads`, `qkv`, `proj`), `forward(x) -> out (B, T, C)`, equal to the reference above.
+#
+# <details><summary>Hint 1: where to look</summary>
+#
+# The printed check says the queries are not `x @ W_q.T`. Write down which of the `3C` output
+# features of `qkv` hold queries, and which features `.view(B, T, nh, 3, hs)` hands to head 0's
+# queries. Then ask what dividing the weights (not the scores) by √hs does to each row's sum.
+# </details>
+#
+# <details><summary>Hint 2: the two lines</summary>
+#
+# `self.qkv(x).split(C, dim=-1)` gives the three `C`-wide chunks in stacking order; split each
+# into heads afterwards. The 1/√hs belongs on the scores, before the mask and the softmax.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "fixed_packed", "locked": false, "schema_version": 3, "solution": true, "task": false}
+class PackedCausalSelfAttention(nn.Module):
+    """Causal self-attention with one packed projection ``qkv`` = [W_q; W_k; W_v] and ``proj``.
+
+    ``forward(x (B, T, C))`` returns ``out (B, T, C)``.
+    """
+
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        ### BEGIN SOLUTION
+        self.num_heads = num_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)  # [W_q; W_k; W_v], (3C, C)
+        self.proj = nn.Linear(d_model, d_model, bias=False)
+        ### END SOLUTION
+
+    def forward(self, x):
+        ### BEGIN SOLUTION
+        B, T, C = x.shape
+        nh, hs = self.num_heads, C // self.num_heads
+        q, k, v = self.qkv(x).split(C, dim=-1)  # (B, T, C) each, in stacking order
+        q, k, v = (t.view(B, T, nh, hs).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(hs)  # (B, nh, T, T): scale the scores
+        allowed = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()  # (T, T)
+        scores = scores.masked_fill(~allowed, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)  # (B, nh, T, T)
+        out = (weights @ v).transpose(1, 2).reshape(B, T, C)  # (B, nh, T, hs) -> (B, T, C)
+        return self.proj(out)  # (B, T, C)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_fixed_packed_matches_torch", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+"""The fixed module equals causal nn.MultiheadAttention holding the same packed weights."""
+check_packed_attention(PackedCausalSelfAttention)
+### BEGIN HIDDEN TESTS
+check_packed_attention(PackedCausalSelfAttention, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### 3.3 · A rotary cache that forgets where it is
+#
+# **Time** ~15 min
+#
+# Llama-style models encode positions with **RoPE**: before the scores, each query and key is
+# rotated by an angle proportional to its position (the helper `rope` below turns feature pair
+# `(i, i + hs/2)` by `position · θ_i`). The layer decodes with a cache of keys that are stored
+# **already rotated** (section 5.6 asks why). `forward(x, past_kv=None)` takes the `T` newest
+# tokens and the cache `(k, v)`, each `(B, nh, P, hs)`, and returns `(out, (k, v))` with the
+# cache extended. Decoding piece by piece must equal one full pass. One line is wrong.
+
+
+# %% nbgrader={"grade": false, "grade_id": "given_buggy_rotary", "locked": true, "schema_version": 3, "solution": false, "task": false}
+def rope(x, positions, base=10_000.0):
+    """Rotate ``x (..., T, hs)`` at integer ``positions (T,)``: features i and i + hs/2 turn
+    together by positions · base^(−2i/hs)."""
+    half = x.shape[-1] // 2
+    theta = base ** (-torch.arange(half, dtype=x.dtype, device=x.device) / half)  # (hs/2,)
+    angle = positions.to(x.dtype)[:, None] * theta  # (T, hs/2)
+    cos, sin = angle.cos(), angle.sin()
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (..., T, hs)
+
+
+class BuggyRotaryCausalAttention(nn.Module):
+    """Meant to be causal RoPE attention with a cache of rotated keys. One bug."""
+
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        self.num_heads = num_heads
+        self.q_proj = nn.Linear(d_model, d_model, bias=False)
+        self.k_proj = nn.Linear(d_model, d_model, bias=False)
+        self.v_proj = nn.Linear(d_model, d_model, bias=False)
+        self.out_proj = nn.Linear(d_model, d_model, bias=False)
+
+    def forward(self, x, past_kv=None):
+        B, T, C = x.shape
+        nh, hs = self.num_heads, C // self.num_heads
+        q = self.q_proj(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = self.k_proj(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        v = self.v_proj(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        positions = torch.arange(T, device=x.device)  # (T,)
+        q, k = rope(q, positions), rope(k, positions)  # rotated once, then cached
+        if past_kv is not None:
+            k = torch.cat([past_kv[0], k], dim=2)  # (B, nh, S, hs)
+            v = torch.cat([past_kv[1], v], dim=2)  # (B, nh, S, hs)
+        S = k.shape[2]
+        allowed = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)  # (T, S)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)  # (B, nh, T, hs)
+        return self.out_proj(out.transpose(1, 2).reshape(B, T, C)), (k, v)
+
+
+# %%
+torch.manual_seed(0)
+rotary = BuggyRotaryCausalAttention(16, 2).eval()
+x = torch.randn(1, 6, 16)  # (B, T, C)
 with torch.no_grad():
-    full, (k_full, _) = gqa(x)  # one causal pass over all six tokens
+    full, _ = rotary(x)  # one pass over all six tokens
     past, steps = None, []
     for t in range(6):  # the same tokens, one at a time, with the cache
-        out, past = gqa(x[:, t : t + 1], past_kv=past)
+        out, past = rotary(x[:, t : t + 1], past_kv=past)
         steps.append(out)
-print("cache after the full pass:", tuple(k_full.shape), "(B, heads, S, hs)")
 print(
     "token by token vs full pass, largest difference per position:",
     [round(d, 3) for d in (torch.cat(steps, 1) - full).abs().amax(dim=(0, 2)).tolist()],
 )
 
 # %% [markdown]
-# Write `GroupedQueryAttention` without the bugs: the same interface, the cache holds
-# `(B, nkv, S, hs)` keys and values, and decoding with the cache equals the full causal pass.
+# Write `RotaryCausalAttention(d_model, num_heads)` without the bug: the same attributes and
+# interface, `rope` as given, the cache holding the rotated keys.
 #
 # <details><summary>Hint 1: where to look</summary>
 #
-# Two symptoms above. How many heads does the cache hold, and how many does grouped-query
-# attention exist to store? And which position is the only one that comes out right when
-# decoding one token at a time?
+# Only position 0 comes out right. Which position does the token of the second call sit at,
+# and which position does the code rotate it at?
 # </details>
 #
-# <details><summary>Hint 2: the mask</summary>
+# <details><summary>Hint 2: the line</summary>
 #
-# With a cache the `T` new queries are the *last* `T` of the `S` positions. Read what
-# `is_causal=True` assumes about where the queries sit (notebook 03 §2 and notebook 04 §3), and
-# build the mask yourself.
+# The cache already says how many positions came before: `P = past_kv[0].shape[2]`.
 # </details>
 
 
-# %% nbgrader={"grade": false, "grade_id": "fixed_gqa", "locked": false, "schema_version": 3, "solution": true, "task": false}
-class GroupedQueryAttention(nn.Module):
-    """GQA with a KV cache: nh query heads share nkv key/value heads; query head i reads kv head
-    i // (nh // nkv).
+# %% nbgrader={"grade": false, "grade_id": "fixed_rotary", "locked": false, "schema_version": 3, "solution": true, "task": false}
+class RotaryCausalAttention(nn.Module):
+    """Causal attention with RoPE and a cache of rotated keys.
 
-    ``forward(x (B, T, C), past_kv=None, causal=True)`` returns ``(out (B, T, C), (k, v))`` with
-    ``k``, ``v`` of shape ``(B, nkv, S, hs)``: the past positions, then the new ones.
+    ``forward(x (B, T, C), past_kv=None)`` returns ``(out (B, T, C), (k, v))`` with ``k``, ``v``
+    of shape ``(B, nh, S, hs)``: the past positions, then the new ones; ``k`` rotated.
     """
 
-    def __init__(self, d_model, num_heads, num_kv_heads, bias=False):
+    def __init__(self, d_model, num_heads):
         super().__init__()
         ### BEGIN SOLUTION
-        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
-        self.head_size = d_model // num_heads
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, num_kv_heads * self.head_size, bias=bias)
-        self.v_proj = nn.Linear(d_model, num_kv_heads * self.head_size, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.num_heads = num_heads
+        self.q_proj = nn.Linear(d_model, d_model, bias=False)
+        self.k_proj = nn.Linear(d_model, d_model, bias=False)
+        self.v_proj = nn.Linear(d_model, d_model, bias=False)
+        self.out_proj = nn.Linear(d_model, d_model, bias=False)
         ### END SOLUTION
 
-    def forward(self, x, past_kv=None, causal=True):
+    def forward(self, x, past_kv=None):
         ### BEGIN SOLUTION
         B, T, C = x.shape
-        nh, nkv, hs = self.num_heads, self.num_kv_heads, self.head_size
+        nh, hs = self.num_heads, C // self.num_heads
         q = self.q_proj(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
-        k = self.k_proj(x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
-        v = self.v_proj(x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
+        k = self.k_proj(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        v = self.v_proj(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        P = 0 if past_kv is None else past_kv[0].shape[2]  # positions already cached
+        positions = torch.arange(P, P + T, device=x.device)  # (T,): absolute positions
+        q, k = rope(q, positions), rope(k, positions)  # rotated once, then cached
         if past_kv is not None:
-            k = torch.cat([past_kv[0], k], dim=2)  # (B, nkv, S, hs): cache the kv heads only
-            v = torch.cat([past_kv[1], v], dim=2)  # (B, nkv, S, hs)
+            k = torch.cat([past_kv[0], k], dim=2)  # (B, nh, S, hs)
+            v = torch.cat([past_kv[1], v], dim=2)  # (B, nh, S, hs)
         S = k.shape[2]
-        mask = None
-        if causal:  # the new queries are the last T of S positions: bottom-right
-            mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)  # (T, S)
-        k_rep = k.repeat_interleave(nh // nkv, dim=1)  # (B, nh, S, hs)
-        v_rep = v.repeat_interleave(nh // nkv, dim=1)  # (B, nh, S, hs)
-        out = F.scaled_dot_product_attention(q, k_rep, v_rep, attn_mask=mask)  # (B, nh, T, hs)
-        out = out.transpose(1, 2).reshape(B, T, C)  # (B, T, C)
-        return self.out_proj(out), (k, v)  # (B, T, C), cache (B, nkv, S, hs)
+        allowed = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)  # (T, S)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)  # (B, nh, T, hs)
+        return self.out_proj(out.transpose(1, 2).reshape(B, T, C)), (k, v)
         ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "test_fixed_gqa_cache", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-"""The fixed module caches (B, nkv, S, hs) keys and values: the past, then the new positions."""
-check_gqa_kv_cache(GroupedQueryAttention)
+# %% nbgrader={"grade": true, "grade_id": "test_fixed_rotary_full_pass", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""Without a cache: causal attention on rotated queries and keys; the cache holds rotated keys."""
+check_rope_full_pass(RotaryCausalAttention)
 ### BEGIN HIDDEN TESTS
-check_gqa_kv_cache(GroupedQueryAttention, seed=1, thorough=True)
+check_rope_full_pass(RotaryCausalAttention, seed=1, thorough=True)
 ### END HIDDEN TESTS
 
-# %% nbgrader={"grade": true, "grade_id": "test_fixed_gqa_decoding", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-"""Decoding piece by piece with the fixed module's cache equals one full causal pass."""
-check_gqa_decoding(GroupedQueryAttention)
+# %% nbgrader={"grade": true, "grade_id": "test_fixed_rotary_decoding", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Decoding piece by piece with the fixed module's cache equals one full pass."""
+check_rope_decoding(RotaryCausalAttention)
 ### BEGIN HIDDEN TESTS
-check_gqa_decoding(GroupedQueryAttention, seed=1, thorough=True)
+check_rope_decoding(RotaryCausalAttention, seed=1, thorough=True)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# What the six bugs have in common: none raises an error, and none changes the shape of an
-# output. A (B, T, S) mask even broadcasts silently whenever the batch size happens to equal the
-# head count. Only a comparison with a trusted reference (PyTorch), or a property test (padding
-# does not change real tokens, cached decoding equals the full pass), exposes them. In an
-# interview, name the test that would have caught the bug, not only the fix.
+# What the five bugs have in common: none raises an error, and none changes the shape of an
+# output. The packed split even reads the right number of features for every head, only the
+# wrong ones; the rotary cache is right for its first call, which is all a quick test tends to
+# try. Only a comparison with a trusted reference (PyTorch), or a property test (cached
+# decoding equals the full pass), exposes them. In an interview, name the test that would have
+# caught the bug, not only the fix.
 #
 # ## 4 · Say it out loud
 #
@@ -1028,7 +1064,368 @@ check_gqa_decoding(GroupedQueryAttention, seed=1, thorough=True)
 # ### END SOLUTION
 
 # %% [markdown]
-# ## 5 · Flashcards for spaced review
+# ## 5 · The rest of the loop
+#
+# **Difficulty** ●●○ – ●●● · **Time** ~55 min · **Points** 17
+#
+# Interviews for roles that train or serve models do not stop at "why several heads?". The
+# follow-ups go to cost, kernels, serving and the rest of the block, and most end with a
+# live-coding round. Each question below is one of those follow-ups; answer it as you would out
+# loud, then check. Numbers are recomputed by PyTorch's FLOP counter, exactly as in section 1.
+#
+# ### 5.1 · What does attention cost?
+#
+# One self-attention layer of width `C` on `T` tokens (batch 1). Which pair is right for the
+# attention part alone (scores, softmax, weighted sum), computed the standard way?
+#
+# - (a) Time O(T·C), memory O(T·C): attention is linear in the sequence length, like the
+#   projections.
+# - (b) Time O(T·log T·C), memory O(T·log T).
+# - (c) Time O(T²·C), memory O(T²) per head for the score table.
+# - (d) Time O(T²·C), memory O(T²·C).
+
+# %% nbgrader={"grade": false, "grade_id": "choice_complexity", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_complexity = None  # one letter
+### BEGIN SOLUTION
+answer_complexity = "c"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_complexity", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_complexity: time and memory of standard attention."""
+check_choice("complexity", answer_complexity)
+
+# %% [markdown]
+# The quadratic term is not the whole cost. Per layer and with batch 1, the four projections
+# cost `8·T·C²` FLOPs and the two attention products (`q @ kᵀ` and `weights @ v`, all heads
+# together) `4·T²·C`. For short sequences the projections dominate; past some length the
+# attention products take over. At `C = 5120` (Llama 2 13B's width), **at which `T` are the two
+# equal?** Set `answer_crossover_seq_len` to a whole number.
+#
+# <details><summary>Hint</summary>
+#
+# Set the two expressions equal and cancel what they share. The answer is a small multiple of
+# `C`, so it grows with the width: wide models stay projection-bound for longer.
+# </details>
+
+# %% nbgrader={"grade": false, "grade_id": "numbers_crossover", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_crossover_seq_len = None  # a whole number of tokens
+### BEGIN SOLUTION
+answer_crossover_seq_len = 2 * 5120  # 4·T²·C = 8·T·C²  ->  T = 2C
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_numbers_crossover_seq_len", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_crossover_seq_len: the T at which 4·T²·C equals 8·T·C², at C = 5120."""
+check_number("crossover_seq_len", answer_crossover_seq_len)
+
+# %% [markdown]
+# ### 5.2 · FlashAttention, three follow-ups
+#
+# Notebook 06 built the tiled online softmax. An interviewer will ask three things about it.
+#
+# **(i) Why is the result exact, not an approximation?**
+#
+# - (a) Each block of keys updates a running row maximum and a running sum; when the maximum
+#   grows, the partial output and sum so far are multiplied by exp(old max − new max), so the
+#   final result is the ordinary softmax computed in another order.
+# - (b) It keeps only the largest scores of every row and drops the rest, which changes little.
+# - (c) It computes in fp32 throughout, which removes the rounding error of the softmax.
+# - (d) It is exact only when the block size divides the sequence length.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_flash_exact", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_flash_exact = None  # one letter
+### BEGIN SOLUTION
+answer_flash_exact = "a"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_flash_exact", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_flash_exact: why the tiled softmax gives the exact result."""
+check_choice("flash_exact", answer_flash_exact)
+
+# %% [markdown]
+# **(ii) Why is it faster, if it does the same FLOPs?** ("IO-aware")
+#
+# - (a) It does fewer FLOPs, because blocks of zeros are skipped.
+# - (b) The arithmetic of attention is what limits it, and the kernel uses faster instructions.
+# - (c) It moves q, k and v into HBM, which is faster than SRAM.
+# - (d) Standard attention writes the `T × T` scores and weights to the GPU's large, slow HBM and
+#   reads them back; FlashAttention keeps tiles of q, k, v in the small, fast on-chip SRAM and
+#   writes only the output, so the memory traffic falls from order T² to order T·hs per head.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_flash_io", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_flash_io = None  # one letter
+### BEGIN SOLUTION
+answer_flash_io = "d"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_flash_io", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_flash_io: where FlashAttention's speed comes from."""
+check_choice("flash_io", answer_flash_io)
+
+# %% [markdown]
+# **(iii) Why does its backward pass recompute the attention weights?**
+#
+# - (a) It does not need them: the gradients of attention depend only on q, k and v.
+# - (b) The forward pass saves only each query row's maximum and log-sum-exp, a few numbers per
+#   row; the backward remakes the weights block by block from q, k and those statistics, paying
+#   some extra FLOPs to never store a `T × S` table.
+# - (c) Storing the weights would be fine, but recomputing them is faster on every GPU.
+# - (d) Because fp16 rounding makes stored weights too inaccurate for gradients.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_flash_backward", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_flash_backward = None  # one letter
+### BEGIN SOLUTION
+answer_flash_backward = "b"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_flash_backward", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_flash_backward: why the backward pass recomputes the weights."""
+check_choice("flash_backward", answer_flash_backward)
+
+# %% [markdown]
+# ### 5.3 · MHA, GQA, MQA, and sharding them
+#
+# Which comparison would you defend?
+#
+# - (a) MQA is the most accurate of the three, because one shared key/value head sees every
+#   query head's gradient.
+# - (b) They differ in FLOPs: MQA computes attention for one head, GQA for nkv heads.
+# - (c) MHA: best quality, largest KV cache. MQA: smallest cache and fastest decoding, with a
+#   quality loss and touchier training. GQA: close to MHA's quality with a cache nh/nkv times
+#   smaller, which is why Llama 2 70B uses it.
+# - (d) Fewer key/value heads make decoding slower, because each one is shared by more queries.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_gqa_tradeoff", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_gqa_tradeoff = None  # one letter
+### BEGIN SOLUTION
+answer_gqa_tradeoff = "c"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_gqa_tradeoff", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_gqa_tradeoff: quality, speed and memory of MHA, GQA and MQA."""
+check_choice("gqa_tradeoff", answer_gqa_tradeoff)
+
+# %% [markdown]
+# Tensor parallelism splits a layer's heads across GPUs ("ranks"): with 64 query heads on 8
+# ranks, each rank computes 8 query heads. A model with **8 key/value heads** is served on
+# **16 ranks**. What happens to the key/value heads?
+#
+# - (a) There are fewer key/value heads than ranks, so each one is replicated, here on 2 ranks,
+#   next to the query heads that read it; the per-rank KV cache stops shrinking at one head.
+# - (b) Each key/value head is split in half along its `hs` features, one half per rank.
+# - (c) The ranks split the cached positions instead: each keeps half of the past tokens.
+# - (d) It cannot be served: the number of ranks must divide the number of key/value heads.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_tp_kv_heads", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_tp_kv_heads = None  # one letter
+### BEGIN SOLUTION
+answer_tp_kv_heads = "a"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_tp_kv_heads", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_tp_kv_heads: tensor parallelism with fewer key/value heads than ranks."""
+check_choice("tp_kv_heads", answer_tp_kv_heads)
+
+# %% [markdown]
+# ### 5.4 · Serving: prefill and decode
+#
+# A request is served in two phases. **Prefill** runs the whole prompt through the model at
+# once; **decode** then makes one token per step, reusing the KV cache. A GPU of the H100 class
+# does roughly 1,000 TFLOP/s of fp16 matrix arithmetic but reads only about 3.3 TB/s from its
+# memory: it needs about 300 FLOPs per byte read to keep its arithmetic busy. Below that
+# *arithmetic intensity* a computation is **memory-bound**, above it **compute-bound**.
+#
+# Take one `C × C` projection in fp16, `C = 5120`, and count only the bytes of its weights (read
+# once per step; activations are small next to them). The FLOPs of `T` tokens are `2·T·C²`.
+#
+# 1. `answer_prefill_intensity`: FLOPs per weight byte when prefilling a 2,048-token prompt.
+# 2. `answer_decode_intensity`: FLOPs per weight byte of one decoding step (one new token,
+#    batch 1).
+#
+# Compare both with 300: this is why prefill is compute-bound and decoding memory-bound, why
+# servers batch many requests' decode steps together, and why a smaller KV cache (GQA) speeds
+# decoding up.
+
+# %% nbgrader={"grade": false, "grade_id": "numbers_intensity", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_prefill_intensity = None  # FLOPs per byte
+answer_decode_intensity = None
+### BEGIN SOLUTION
+answer_prefill_intensity = 2 * 2048 * 5120**2 / (2 * 5120**2)  # 2·T·C² FLOPs / 2·C² bytes = T
+answer_decode_intensity = 2 * 1 * 5120**2 / (2 * 5120**2)  # one token: 1 FLOP per byte
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_numbers_prefill_intensity", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_prefill_intensity: FLOPs per fp16 weight byte, 2,048 tokens, C = 5120."""
+check_number("prefill_intensity", answer_prefill_intensity)
+
+# %% nbgrader={"grade": true, "grade_id": "test_numbers_decode_intensity", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_decode_intensity: FLOPs per fp16 weight byte, one token, C = 5120."""
+check_number("decode_intensity", answer_decode_intensity)
+
+# %% [markdown]
+# ### 5.5 · Long context
+#
+# **Sliding-window attention** (Mistral 7B uses a window of 4,096): each query reads only the
+# `W` most recent keys. What does that buy, and what does it cost?
+#
+# - (a) Attention becomes free: no keys are read beyond the window.
+# - (b) Work O(T·W) instead of O(T²), a KV cache capped at `W` positions; a token further back
+#   than `W` still reaches a query through the layers below, up to about `L·W` tokens for `L`
+#   layers.
+# - (c) The tokens outside the window are compressed into one summary key.
+# - (d) The model can never use information from more than `W` tokens back, whatever its depth.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_sliding_window", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_sliding_window = None  # one letter
+### BEGIN SOLUTION
+answer_sliding_window = "b"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_sliding_window", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_sliding_window: what a sliding window buys and costs."""
+check_choice("sliding_window", answer_sliding_window)
+
+# %% [markdown]
+# **Attention sinks** (Xiao et al., 2023, *StreamingLLM*). A chatbot streams text far past its
+# training length and keeps only a window of recent keys in its cache. Quality collapses as
+# soon as the very first tokens leave the cache. Why, and what is the fix?
+#
+# - (a) The first tokens hold the system prompt, whose meaning the model needs; any text would
+#   do as long as it is the system prompt.
+# - (b) The evicted tokens must be recomputed at every step.
+# - (c) Nothing can be done; a window of recent tokens is already the best possible cache.
+# - (d) The softmax has to put its weight somewhere, and trained models dump much of it on the
+#   first few tokens whatever they say; keep those few "sink" tokens in the cache next to the
+#   recent window and the attention stays stable on very long streams.
+#
+# (Notebook 07 found first-token heads in a model trained here.)
+
+# %% nbgrader={"grade": false, "grade_id": "choice_attention_sinks", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_attention_sinks = None  # one letter
+### BEGIN SOLUTION
+answer_attention_sinks = "d"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_attention_sinks", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_attention_sinks: why streaming keeps the first tokens."""
+check_choice("attention_sinks", answer_attention_sinks)
+
+# %% [markdown]
+# ### 5.6 · RoPE and the cache
+#
+# Section 3.3's cache stores keys **after** rotation. Why is that right?
+#
+# - (a) It is a shortcut; the correct method re-rotates every cached key at each step.
+# - (b) Because the values must be rotated too, and storing both rotated saves work.
+# - (c) Each key is rotated once, at its absolute position, when it is made. The score of a query
+#   at position m with a key at position n depends only on n − m, since two rotations combine
+#   into one rotation by the difference; so a cached key never needs touching again.
+# - (d) Because RoPE is applied to the scores, and cached keys are part of the scores.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_rope_cache", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_rope_cache = None  # one letter
+### BEGIN SOLUTION
+answer_rope_cache = "c"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_rope_cache", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_rope_cache: why the cache stores rotated keys."""
+check_choice("rope_cache", answer_rope_cache)
+
+# %% [markdown]
+# ### 5.7 · The block around attention
+#
+# **Pre-LN or post-LN?** (Notebook 02 §11 built a pre-LN block.)
+#
+# - (a) Pre-LN normalises each sub-layer's input, `x + attn(ln(x))`, and keeps the residual path
+#   a clean sum, so gradients reach the first layers intact and deep stacks train without a long
+#   learning-rate warm-up. Post-LN, `ln(x + attn(x))`, is the original Transformer's and needs
+#   that warm-up.
+# - (b) Post-LN has fewer parameters, which is why modern models use it.
+# - (c) Pre-LN is the original Transformer's design; GPT-2 moved to post-LN.
+# - (d) Pre-LN normalises the residual stream after every addition.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_pre_ln", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_pre_ln = None  # one letter
+### BEGIN SOLUTION
+answer_pre_ln = "a"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_pre_ln", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_pre_ln: what separates pre-LN from post-LN."""
+check_choice("pre_ln", answer_pre_ln)
+
+# %% [markdown]
+# **Where does dropout go** in a transformer block?
+#
+# - (a) On the residual stream itself, after each addition.
+# - (b) On the scores, before the softmax.
+# - (c) Everywhere, including at inference, so that the model stays robust.
+# - (d) On the attention weights after the softmax, and on each residual branch's output before
+#   it is added back; scaled by 1/(1 − p) while training, switched off by `model.eval()`.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_dropout_where", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_dropout_where = None  # one letter
+### BEGIN SOLUTION
+answer_dropout_where = "d"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_dropout_where", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_dropout_where: where dropout sits in a block."""
+check_choice("dropout_where", answer_dropout_where)
+
+# %% [markdown]
+# ### 5.8 · Live coding: causal multi-head attention from a blank cell
+#
+# **Time** box: 20 minutes · **Points** 3 (the time is shown, not graded)
+#
+# The last round: an empty editor and "write causal multi-head attention". Close the earlier
+# notebooks and section 3, run the timer cell, write the function, run its test cell, then stop
+# the timer.
+#
+# `causal_mha_live(x, w_qkv, w_out, num_heads)`: `x` is `(B, T, C)`; `w_qkv` is the packed
+# `(3C, C)` weight `[W_q; W_k; W_v]` (queries = `x @ W_q.T`); `w_out` is `(C, C)`; no biases.
+# Return the `(B, T, C)` output of causal multi-head self-attention, equal to
+# `nn.MultiheadAttention(C, num_heads, bias=False, batch_first=True)` holding those weights with
+# a causal mask. Plain tensor operations or `F.scaled_dot_product_attention` are both fine; say
+# out loud what each line's shape is as you write it.
+
+# %%
+live_start = time.perf_counter()
+print("Timer started: write causal_mha_live below.")
+
+
+# %% nbgrader={"grade": false, "grade_id": "live_causal_mha", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def causal_mha_live(x, w_qkv, w_out, num_heads):
+    """Causal multi-head self-attention: x (B, T, C), w_qkv (3C, C), w_out (C, C) -> (B, T, C)."""
+    ### BEGIN SOLUTION
+    B, T, C = x.shape
+    hs = C // num_heads
+    q, k, v = (x @ w_qkv.T).split(C, dim=-1)  # (B, T, C) each
+    q, k, v = (t.view(B, T, num_heads, hs).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(hs)  # (B, nh, T, T)
+    allowed = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()  # (T, T)
+    weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)  # (B, nh, T, T)
+    out = (weights @ v).transpose(1, 2).reshape(B, T, C)  # (B, nh, T, hs) -> (B, T, C)
+    return out @ w_out.T  # (B, T, C)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_live_causal_mha_matches_torch", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+"""causal_mha_live equals causal nn.MultiheadAttention holding the same packed weights."""
+check_causal_mha_live(causal_mha_live)
+### BEGIN HIDDEN TESTS
+check_causal_mha_live(causal_mha_live, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %%
+if "live_start" in globals():
+    minutes = (time.perf_counter() - live_start) / 60
+    print(f"Live round: {minutes:.1f} min (the box was 20). Rerun the timer cell to try again.")
+else:
+    print("Run the timer cell before you start.")
+
+# %% [markdown]
+# ## 6 · Flashcards for spaced review
 #
 # **Difficulty** ●○○ · **Time** 10 minutes a day, ungraded
 #
@@ -1055,7 +1452,7 @@ else:
     display(flashcard_widget("flashcards_progress.json"))
 
 # %% [markdown]
-# ## 6 · If you got it wrong: where to revisit
+# ## 7 · If you got it wrong: where to revisit
 #
 # `python -m autograder check 08` lists every test cell. For each one that failed, this table
 # names the notebook and section that teach it.
@@ -1075,8 +1472,15 @@ else:
 # | `test_choice_mask_after_softmax` | notebook 03 §1–2 (masks as permissions; the causal mask) |
 # | `test_fixed_mha_matches_torch` | notebook 01 §4 (why divide by √d_k) and notebook 02 §4–5 (the module; equality with `nn.MultiheadAttention`) |
 # | `test_fixed_mha_mask` | notebook 02 §5 and notebook 03 §6 (`nn.MultiheadAttention` reads masks the other way round) |
-# | `test_fixed_attention_mask_values`, `test_fixed_attention_mask_padding` | notebook 03 §4–5 (padding; the mask of a batched decoder) |
-# | `test_fixed_gqa_cache`, `test_fixed_gqa_decoding` | notebook 04 §2–4 (sharing key/value heads; causal masks when the queries are the newest tokens; decoding with the cache) |
+# | `test_fixed_packed_matches_torch`, `test_live_causal_mha_matches_torch` | notebook 02 §2–5 (the head layout; equality with `nn.MultiheadAttention`, whose `in_proj_weight` stacks q, k, v) and notebook 01 §4 (the scale belongs on the scores) |
+# | `test_fixed_rotary_full_pass`, `test_fixed_rotary_decoding` | notebook 04 §3–4 (the new queries are the last positions; decoding with the cache) and section 5.6 here |
+# | `test_choice_complexity`, `test_numbers_crossover_seq_len` | notebook 05 §3 (counting FLOPs) and notebook 06 (the `(T, S)` table) |
+# | `test_choice_flash_exact`, `test_choice_flash_io`, `test_choice_flash_backward` | notebook 06 (SDPA's fused kernels; the tiled online softmax) |
+# | `test_choice_gqa_tradeoff`, `test_choice_tp_kv_heads` | notebook 04 §5–7 (MHA and MQA as the two ends; memory accounting) |
+# | `test_numbers_prefill_intensity`, `test_numbers_decode_intensity` | notebook 04 §4–5 (decoding with the cache; what it keeps in memory) |
+# | `test_choice_sliding_window`, `test_choice_attention_sinks` | notebook 03 (masks decide what a query reads) and notebook 07 §1–4 (first-token heads) |
+# | `test_choice_rope_cache` | section 3.3 here (a rotary cache) |
+# | `test_choice_pre_ln`, `test_choice_dropout_where` | notebook 02 §10–11 (attention dropout; a pre-LN block) |
 #
 # ## Summary
 #
@@ -1086,8 +1490,15 @@ else:
 # - **Claims:** several heads give several softmax weightings per token at the same cost; head
 #   roles emerge from training and must be measured; more heads is a trade-off; the √d_k keeps
 #   the softmax out of saturation; masks go on the scores, before the softmax.
-# - **Bugs:** scaling by √C instead of √hs, a mask read with the opposite convention, a
-#   `(B, T, S)` mask that lines the batch up with the heads, a cache that stores the repeated
-#   key/value heads, and `is_causal=True` (aligned top-left) with a cache. None raises an error;
-#   references and property tests find them.
+# - **Bugs:** scaling by √C instead of √hs, a mask read with the opposite convention, a packed
+#   qkv output read as if each head's q, k and v sat side by side, the scale applied to the
+#   weights after the softmax, and RoPE positions that restart at 0 on every cached call. None
+#   raises an error; references and property tests find them.
 # - **Out loud:** lead with the mechanism, back it with a number, end with the limits.
+# - **The loop:** attention is O(T²·C) in time and O(T²) in memory, and overtakes the
+#   projections at T = 2C; FlashAttention is exact (rescaled online softmax), fast because it
+#   spares HBM, and recomputes in the backward from row statistics; GQA trades a little quality
+#   for a much smaller cache, and its KV heads are replicated when ranks outnumber them;
+#   prefill is compute-bound and decoding memory-bound; windows bound the cache and sinks keep
+#   streaming stable; cached keys are rotated once; pre-LN keeps the residual path clean and
+#   dropout sits on the weights and the branches.

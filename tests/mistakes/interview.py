@@ -6,7 +6,7 @@ heads, ``nkv`` key/value heads, ``hs`` = C // nh.
 ``RIGHT_NUMBERS`` / ``RIGHT_CHOICES`` list every spelling a check must accept. ``WRONG_NUMBERS``
 and ``WRONG_CHOICES`` pair a wrong answer with a substring of the diagnosis it must get: each
 is a misconception a candidate really has. ``MISTAKES`` are wrong fixes of the buggy functions,
-graded by the checks of notebooks 02-04, and ``FIXES`` the right ones.
+graded by the checks of notebook 02 and of `nb08_bugs`, and ``FIXES`` the right ones.
 """
 
 from __future__ import annotations
@@ -21,11 +21,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from autograder.checks.nb02_multihead import check_mha_mask, check_mha_matches_torch
-from autograder.checks.nb03_masking import (
-    check_attention_mask_padding_invariance,
-    check_attention_mask_values,
+from autograder.checks.nb08_bugs import (
+    check_causal_mha_live,
+    check_packed_attention,
+    check_rope_decoding,
+    check_rope_full_pass,
 )
-from autograder.checks.nb04_gqa import check_gqa_decoding, check_gqa_kv_cache
+from autograder.checks.nb08_loop import LOOP_CHOICES
 
 from . import Mistake, stub
 
@@ -54,6 +56,9 @@ RIGHT_NUMBERS: dict[str, list[Any]] = {
     "flops": [603_979_776, 8 * 2 * 128 * 512**2 + 4 * 2 * 128**2 * 512],
     "matmuls_loop": [61, 5 * 12 + 1],
     "matmuls_packed": [4, 4.0],
+    "crossover_seq_len": [10_240, 2 * 5120, 10240.0],
+    "prefill_intensity": [2048, 2 * 2048 * 5120**2 / (2 * 5120**2)],
+    "decode_intensity": [1, 1.0, np.float32(1.0)],
 }
 
 WRONG_NUMBERS = [
@@ -118,6 +123,18 @@ WRONG_NUMBERS = [
     WrongAnswer("matmuls_packed", 61, "no loop over heads"),
     WrongAnswer("matmuls_packed", 48, "batch dimension"),
     WrongAnswer("matmuls_packed", 2, "nothing repeats per head"),
+    WrongAnswer("crossover_seq_len", 5120, "only half the projections"),
+    WrongAnswer("crossover_seq_len", 2560, "upside down"),
+    WrongAnswer("crossover_seq_len", 4 * 5120, "count both attention products"),
+    WrongAnswer("crossover_seq_len", 5120**2, "grows linearly with C"),
+    WrongAnswer("crossover_seq_len", 10_000, "set them equal"),
+    WrongAnswer("prefill_intensity", 1024, "2 FLOPs per multiply-add"),
+    WrongAnswer("prefill_intensity", 4096, "2 bytes"),
+    WrongAnswer("prefill_intensity", 2048 * 5120, "not of one row"),
+    WrongAnswer("decode_intensity", 0.5, "2 FLOPs per multiply-add"),
+    WrongAnswer("decode_intensity", 2, "2 bytes"),
+    WrongAnswer("decode_intensity", 2048, "prefill"),
+    WrongAnswer("decode_intensity", 0.3, "whole number"),
 ]
 
 NOT_A_NUMBER = [
@@ -145,6 +162,17 @@ RIGHT_CHOICES: dict[str, list[Any]] = {
     "mask_after_softmax": ["b"],
     "pruning": ["c"],
     "pushback": ["bcf", "fcb", "b, c, f", ["b", "c", "f"], {"f", "b", "c"}, "BCF"],
+    "complexity": ["c"],
+    "flash_exact": ["a"],
+    "flash_io": ["d"],
+    "flash_backward": ["b"],
+    "gqa_tradeoff": ["c"],
+    "tp_kv_heads": ["a"],
+    "sliding_window": ["b"],
+    "attention_sinks": ["d"],
+    "rope_cache": ["c"],
+    "pre_ln": ["a"],
+    "dropout_where": ["d"],
 }
 
 WRONG_CHOICES = [
@@ -187,6 +215,14 @@ WRONG_CHOICES = [
     WrongAnswer("pushback", "bcdf", "includes (d), which holds up: each head works in C/nh"),
     WrongAnswer("pushback", "bcef", "includes (e), which holds up"),
     WrongAnswer("pushback", "abcdef", "includes (a)"),
+]
+
+# Section 5: every wrong letter gets the start of its own note.
+WRONG_CHOICES += [
+    WrongAnswer(question, letter, note[:40])
+    for question, (notes, _) in LOOP_CHOICES.items()
+    for letter, note in notes.items()
+    if letter != RIGHT_CHOICES[question][0]
 ]
 
 NOT_A_CHOICE = [
@@ -270,88 +306,154 @@ class MHANanRows(MHA):
     zero_empty_rows = False
 
 
-def _real_keys(lengths, max_len):
-    positions = torch.arange(max_len, device=lengths.device)  # (T,)
-    allowed = (positions < lengths[:, None])[:, None, :].expand(-1, max_len, -1)  # (B, T, S)
-    return allowed, positions
+# ------------------------------------------------- fresh bugs: packed qkv, rotary cache
 
 
-def attention_mask_as_given(lengths, max_len, causal=True):
-    allowed, positions = _real_keys(lengths, max_len)
-    if causal:
-        allowed = allowed & (positions[None, :] <= positions[:, None])
-    return allowed  # (B, T, S): lines the batch up with the heads
+class Packed(nn.Module):
+    """Notebook 08 §3.2's packed attention; each class attribute switches one of its bugs."""
 
+    layout = "q, k, v"  # the bug: "per head" (viewed as (B, T, nh, 3, hs)); or "k, q, v"
+    scale = "before"  # the bug: "after" the softmax; also "none"
+    causal = True
 
-def attention_mask_head_last(lengths, max_len, causal=True):
-    return attention_mask_as_given(lengths, max_len, causal)[:, :, None]  # (B, T, 1, S)
-
-
-def attention_mask_head_first(lengths, max_len, causal=True):
-    return attention_mask_as_given(lengths, max_len, causal)[None]  # (1, B, T, S)
-
-
-class GQA(nn.Module):
-    """Notebook 08's grouped-query attention; each class attribute switches one of its bugs."""
-
-    cache_repeated = False  # the bug: the cache holds nh heads instead of nkv
-    mask = "bottom-right"  # the bug: "is_causal" (top-left); also "none with a cache"
-
-    def __init__(self, d_model, num_heads, num_kv_heads, bias=False):
+    def __init__(self, d_model, num_heads):
         super().__init__()
-        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
-        self.head_size = d_model // num_heads
-        kv = num_kv_heads * self.head_size
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, kv, bias=bias)
-        self.v_proj = nn.Linear(d_model, kv, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.num_heads = num_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
+        self.proj = nn.Linear(d_model, d_model, bias=False)
 
-    def forward(self, x, past_kv=None, causal=True):
+    def forward(self, x):
+        return packed_attention(
+            x,
+            self.qkv.weight,
+            self.proj.weight,
+            self.num_heads,
+            self.layout,
+            self.scale,
+            self.causal,
+        )
+
+
+def packed_attention(x, w_qkv, w_out, num_heads, layout="q, k, v", scale="before", causal=True):
+    B, T, C = x.shape
+    nh, hs = num_heads, C // num_heads
+    qkv = x @ w_qkv.T  # (B, T, 3C)
+    if layout == "per head":
+        q, k, v = qkv.view(B, T, nh, 3, hs).unbind(dim=3)  # (B, T, nh, hs) each
+    else:
+        parts = dict(zip(layout.split(", "), qkv.split(C, dim=-1), strict=True))
+        q, k, v = (parts[n].view(B, T, nh, hs) for n in "qkv")  # (B, T, nh, hs) each
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+    scores = q @ k.transpose(-2, -1)  # (B, nh, T, T)
+    if scale == "before":
+        scores = scores / math.sqrt(hs)
+    if causal:
+        allowed = torch.ones(T, T, dtype=torch.bool).tril()  # (T, T)
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)  # (B, nh, T, T)
+    if scale == "after":
+        weights = weights / math.sqrt(hs)
+    out = (weights @ v).transpose(1, 2).reshape(B, T, C)  # (B, T, C)
+    return out @ w_out.T  # (B, T, C)
+
+
+class PackedAsGiven(Packed):
+    layout, scale = "per head", "after"
+
+
+class PackedSplitFixed(Packed):
+    """Unpacked as (q, k, v) chunks now; the scale still comes after the softmax."""
+
+    scale = "after"
+
+
+class PackedScaleFixed(Packed):
+    """Scaled before the softmax now; the packed output is still read per head."""
+
+    layout = "per head"
+
+
+class PackedSwapped(Packed):
+    """'Fixed' the split into chunks, but in the order of a codebase that packs k first."""
+
+    layout = "k, q, v"
+
+
+class PackedScaleRemoved(Packed):
+    scale = "none"
+
+
+class PackedNotCausal(Packed):
+    causal = False
+
+
+def rope(x, positions, base=10_000.0):
+    """Rotate x (..., T, hs) at integer positions (T,): pair (i, i + hs/2) turns by pos · θ_i."""
+    half = x.shape[-1] // 2
+    theta = base ** (-torch.arange(half, dtype=x.dtype, device=x.device) / half)  # (hs/2,)
+    angle = positions.to(x.dtype)[:, None] * theta  # (T, hs/2)
+    cos, sin = angle.cos(), angle.sin()
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (..., T, hs)
+
+
+class Rotary(nn.Module):
+    """Notebook 08 §3.3's rotary attention; each class attribute switches one of its bugs."""
+
+    restart = False  # the bug: positions restart at 0 on every call
+    cache_plain = False  # caches the keys before rotation (and rotates the cache every call)
+    rotate = True
+
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        self.num_heads = num_heads
+        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (
+            nn.Linear(d_model, d_model, bias=False) for _ in range(4)
+        )
+
+    def forward(self, x, past_kv=None):
         B, T, C = x.shape
-        nh, nkv, hs = self.num_heads, self.num_kv_heads, self.head_size
-        q = self.q_proj(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
-        k = self.k_proj(x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
-        v = self.v_proj(x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
-        if self.cache_repeated:
-            k, v = (t.repeat_interleave(nh // nkv, dim=1) for t in (k, v))  # (B, nh, T, hs)
+        nh, hs = self.num_heads, C // self.num_heads
+        q, k, v = (
+            p(x).view(B, T, nh, hs).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj)
+        )  # (B, nh, T, hs)
+        P = 0 if past_kv is None else past_kv[0].shape[2]
+        positions = torch.arange(T) if self.restart else torch.arange(P, P + T)  # (T,)
+        if self.rotate:
+            q = rope(q, positions)
+            if not self.cache_plain:
+                k = rope(k, positions)
         if past_kv is not None:
             k, v = torch.cat([past_kv[0], k], dim=2), torch.cat([past_kv[1], v], dim=2)
         S = k.shape[2]
-        k_rep, v_rep = (t.repeat_interleave(nh // t.shape[1], dim=1) for t in (k, v))
-        if not causal:
-            out = F.scaled_dot_product_attention(q, k_rep, v_rep)
-        elif self.mask == "is_causal":
-            out = F.scaled_dot_product_attention(q, k_rep, v_rep, is_causal=True)
-        elif self.mask == "none with a cache" and past_kv is not None:
-            out = F.scaled_dot_product_attention(q, k_rep, v_rep)
-        else:
-            allowed = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)  # (T, S)
-            out = F.scaled_dot_product_attention(q, k_rep, v_rep, attn_mask=allowed)
+        keys = rope(k, torch.arange(S)) if self.cache_plain else k  # (B, nh, S, hs)
+        allowed = torch.ones(T, S, dtype=torch.bool).tril(S - T)  # (T, S): bottom-right
+        out = F.scaled_dot_product_attention(q, keys, v, attn_mask=allowed)  # (B, nh, T, hs)
         return self.out_proj(out.transpose(1, 2).reshape(B, T, C)), (k, v)
 
 
-class GQAAsGiven(GQA):
-    cache_repeated = True
-    mask = "is_causal"
+class RotaryAsGiven(Rotary):
+    restart = True
 
 
-class GQACacheFixed(GQA):
-    """The cache holds nkv heads now; is_causal=True still aligns the mask top-left."""
-
-    mask = "is_causal"
+class RotaryCachePlain(Rotary):
+    cache_plain = True
 
 
-class GQAMaskFixed(GQA):
-    """Bottom-right mask now; the cache still holds the repeated heads."""
-
-    cache_repeated = True
+class RotaryNone(Rotary):
+    rotate = False
 
 
-class GQANoMaskWithCache(GQA):
-    """is_causal=True only without a cache, and no mask at all with one."""
+def causal_mha_live_swapped(x, w_qkv, w_out, num_heads):
+    return packed_attention(x, w_qkv, w_out, num_heads, layout="k, q, v")
 
-    mask = "none with a cache"
+
+def causal_mha_live_no_mask(x, w_qkv, w_out, num_heads):
+    return packed_attention(x, w_qkv, w_out, num_heads, causal=False)
+
+
+def causal_mha_live(x, w_qkv, w_out, num_heads):
+    return packed_attention(x, w_qkv, w_out, num_heads)
 
 
 MISTAKES = [
@@ -363,51 +465,30 @@ MISTAKES = [
     Mistake("mha_mask_fixed_masked", MHAMaskFixed, check_mha_mask, "by √d_model"),
     Mistake("mha_scale_removed", MHAScaleRemoved, check_mha_matches_torch, "not scaled"),
     Mistake("mha_nan_rows", MHANanRows, check_mha_mask, "gave NaN"),
-    Mistake("attention_mask_stub", stub, check_attention_mask_values, "not implemented yet"),
-    Mistake(
-        "attention_mask_as_given",
-        attention_mask_as_given,
-        check_attention_mask_values,
-        "head dimension is missing",
-    ),
-    Mistake(
-        "attention_mask_as_given_padding",
-        attention_mask_as_given,
-        check_attention_mask_padding_invariance,
-        "head dimension is missing",
-    ),
-    Mistake(
-        "attention_mask_head_last",
-        attention_mask_head_last,
-        check_attention_mask_values,
-        "head dimension must be dim 1",
-    ),
-    Mistake(
-        "attention_mask_head_first",
-        attention_mask_head_first,
-        check_attention_mask_padding_invariance,
-        "head dimension must be dim 1",
-    ),
-    Mistake("gqa_stub", stub, check_gqa_kv_cache, "not implemented yet"),
-    Mistake("gqa_as_given", GQAAsGiven, check_gqa_kv_cache, "holds all"),
-    Mistake("gqa_as_given_decoding", GQAAsGiven, check_gqa_decoding, "holds all"),
-    Mistake("gqa_cache_fixed", GQACacheFixed, check_gqa_decoding, "aligned top-left"),
-    Mistake("gqa_mask_fixed", GQAMaskFixed, check_gqa_kv_cache, "holds all"),
-    Mistake(
-        "gqa_no_mask_with_cache", GQANoMaskWithCache, check_gqa_decoding, "still need a causal mask"
-    ),
+    Mistake("packed_stub", stub, check_packed_attention, "not implemented yet"),
+    Mistake("packed_as_given", PackedAsGiven, check_packed_attention, "(B, T, nh, 3, hs)"),
+    Mistake("packed_as_given_first", PackedAsGiven, check_packed_attention, "fix that first"),
+    Mistake("packed_split_fixed", PackedSplitFixed, check_packed_attention, "after the softmax"),
+    Mistake("packed_scale_fixed", PackedScaleFixed, check_packed_attention, "(B, T, 3, nh, hs)"),
+    Mistake("packed_swapped", PackedSwapped, check_packed_attention, "unpacked as (k, q, v)"),
+    Mistake("packed_unscaled", PackedScaleRemoved, check_packed_attention, "not scaled"),
+    Mistake("packed_not_causal", PackedNotCausal, check_packed_attention, "causal mask"),
+    Mistake("rotary_stub", stub, check_rope_full_pass, "not implemented yet"),
+    Mistake("rotary_as_given", RotaryAsGiven, check_rope_decoding, "restart at 0"),
+    Mistake("rotary_cache_plain", RotaryCachePlain, check_rope_full_pass, "before rotation"),
+    Mistake("rotary_none", RotaryNone, check_rope_full_pass, "without any rotation"),
+    Mistake("rotary_none_decoding", RotaryNone, check_rope_decoding, "not rotated at all"),
+    Mistake("live_stub", stub, check_causal_mha_live, "not implemented yet"),
+    Mistake("live_swapped", causal_mha_live_swapped, check_causal_mha_live, "(k, q, v)"),
+    Mistake("live_no_mask", causal_mha_live_no_mask, check_causal_mha_live, "causal mask"),
 ]
 
-
-def attention_mask_fixed(lengths, max_len, causal=True):
-    return attention_mask_as_given(lengths, max_len, causal)[:, None]  # (B, 1, T, S)
-
-
-# The right fixes, with the checks of section 3 that must pass on them.
+# The right fixes, with the checks of sections 3 and 5 that must pass on them.
 FIXES = [
     (MHA, (check_mha_matches_torch, check_mha_mask)),
-    (attention_mask_fixed, (check_attention_mask_values, check_attention_mask_padding_invariance)),
-    (GQA, (check_gqa_kv_cache, check_gqa_decoding)),
+    (Packed, (check_packed_attention,)),
+    (Rotary, (check_rope_full_pass, check_rope_decoding)),
+    (causal_mha_live, (check_causal_mha_live,)),
 ]
 
 # The bugs of each buggy piece of code shown in the notebook, in the order the checks report them.
@@ -416,12 +497,10 @@ NOTEBOOK_BUGS = {
         (check_mha_matches_torch, "You scaled the scores by √d_model"),
         (check_mha_mask, "Masked positions still get weight"),
     ],
-    "buggy_attention_mask": [
-        (check_attention_mask_values, "the head dimension is missing"),
-        (check_attention_mask_padding_invariance, "the head dimension is missing"),
+    "BuggyPackedCausalSelfAttention": [
+        (check_packed_attention, "viewed as (B, T, nh, 3, hs)"),
     ],
-    "BuggyGroupedQueryAttention": [
-        (check_gqa_kv_cache, "the cache holds all"),
-        (check_gqa_decoding, "the cache holds all"),
+    "BuggyRotaryCausalAttention": [
+        (check_rope_decoding, "positions restart at 0"),
     ],
 }
