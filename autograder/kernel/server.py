@@ -67,7 +67,9 @@ class _Unpickler(pickle.Unpickler):
 
 
 def _set_state(module: torch.nn.Module, state: dict) -> None:
-    """Give a kernel module the grader's tensors, modes and plain attributes."""
+    """Give a kernel module the grader's modes, plain attributes and the tensors that changed
+    there since the last call (the others are as that call left them, which the grader copied);
+    every gradient is cleared."""
     subs = dict(module.named_modules(remove_duplicate=False))
     for prefix, training in state.get("training", {}).items():
         if prefix in subs:
@@ -81,7 +83,8 @@ def _set_state(module: torch.nn.Module, state: dict) -> None:
         if path in current and isinstance(value, torch.Tensor):
             with torch.no_grad():
                 current[path].data = value
-            current[path].grad = None
+    for tensor in current.values():
+        tensor.grad = None
 
 
 def _target(statement: _Statement, target: tuple, namespace: dict):

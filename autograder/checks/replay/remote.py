@@ -62,6 +62,7 @@ class Session:
     allowed: frozenset[str] = operators.DEFAULT
     rerun: Rerun = field(default_factory=Rerun)
     modules: dict = field(default_factory=dict)  # mid -> trusted module, in the order seen
+    sent: dict = field(default_factory=dict)  # mid -> {path: (tensor, version)} the kernel has
     depth: int = 0
 
     def __post_init__(self):
@@ -169,8 +170,14 @@ def _dumps(session: Session, value: Any, top: Any = None) -> bytes:
     return buffer.getvalue()
 
 
-def _state(module: torch.nn.Module) -> dict:
-    """What the kernel's copy of a module must match before a call."""
+def _mark(t: torch.Tensor) -> tuple:
+    """Changes when ``t``'s values may have: an in-place write, or new memory (``.data =``)."""
+    return (t._version, t.dtype, t.untyped_storage().data_ptr(), t.storage_offset(), t.stride())
+
+
+def _state(module: torch.nn.Module, sent: dict) -> dict:
+    """What the kernel's copy of a module must match before a call: its modes and plain
+    attributes, and the tensors that changed here since ``sent`` (updated)."""
     subs = module.named_modules(remove_duplicate=False)
     plain, training = {}, {}
     for prefix, m in subs:
@@ -180,7 +187,12 @@ def _state(module: torch.nn.Module) -> dict:
             for k, v in vars(m).items()
             if not k.startswith("_") and k != "training" and isinstance(v, bool | int | float | str)
         }
-    tensors = {path: t.detach().clone() for path, t in module_tensors(module)}
+    tensors = {}
+    for path, t in module_tensors(module):
+        last, mark = sent.get(path), _mark(t)
+        if last is None or last[0] is not t or last[1] != mark:
+            tensors[path] = t.detach().clone()
+            sent[path] = (t, mark)  # held: its id cannot pass to another tensor
     return {"tensors": tensors, "training": training, "plain": plain}
 
 
@@ -202,7 +214,11 @@ def _request(session: Session, fn, args, kwargs, modules: list, patches: dict) -
             mid = f"t{len(session.modules) + 1}"
             new[mid] = _dumps(session, module, top=module)
             session.modules[mid] = module
-    states = {mid: _state(m) for mid, m in session.modules.items() if mid not in new}
+    states = {
+        mid: _state(m, session.sent.setdefault(mid, {}))
+        for mid, m in session.modules.items()
+        if mid not in new
+    }
     body = {"target": _target(session, fn), "args": list(args), "kwargs": dict(kwargs)}
     body["grad"] = torch.is_grad_enabled()
     body["patches"] = dict(patches)

@@ -64,24 +64,15 @@ class Budget:
         if on_meta:  # shapes only: no memory, no work
             return
         elements = _cheap_elements(op, given, args, kwargs)
-        if elements is None:  # run it on shapes only first
-            with quiet():
-                meta_args = tree_map(_to_meta, args)
-                meta_kwargs = tree_map(_to_meta, kwargs)
-                try:
-                    out = op(*meta_args, **meta_kwargs)
-                except Exception:  # no meta kernel (data-dependent shapes): judged by its inputs
-                    out = args
-            elements = sum(t.numel() for t in _tensors(out))
-            packet = op.overloadpacket
-            if elements <= MAX_OUTPUT_ELEMENTS and packet in flop_registry:
-                shape = lambda t: t.shape if isinstance(t, torch.Tensor) else t  # noqa: E731
-                try:
-                    self.flops += flop_registry[packet](
-                        *tree_map(shape, meta_args), **meta_kwargs, out_shape=tree_map(shape, out)
-                    )
-                except Exception:
-                    self.flops += elements
+        if elements is None:  # run it on shapes only first (once per operator and shapes)
+            key = _signature(op, args, kwargs)
+            cost = _COSTS.get(key) if key is not None else None
+            if cost is None:
+                cost = _shape_cost(op, args, kwargs)
+                if key is not None and len(_COSTS) < MAX_COSTS_KEPT:
+                    _COSTS[key] = cost
+            elements, flops = cost
+            self.flops += flops
         if elements > MAX_OUTPUT_ELEMENTS:
             raise ReplayError(
                 f"your code made a tensor of {elements:,} elements, far more than the check needs"
@@ -90,6 +81,54 @@ class Budget:
         self.flops += elements
         if self.flops > MAX_FLOPS or self.bytes > MAX_BYTES:
             raise ReplayError("your code did far more work than the check needs")
+
+
+MAX_COSTS_KEPT = 1 << 14
+_COSTS: dict[tuple, tuple[int, float]] = {}  # (operator, argument shapes) -> its output size, FLOPs
+
+
+def _signature(op, args: list, kwargs: dict) -> tuple | None:
+    """What an operator's output size depends on: its arguments, tensors as shape, stride and
+    dtype; None when an argument cannot be a key."""
+
+    def one(v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            return ("tensor", tuple(v.shape), v.stride(), v.dtype, v.device.type)
+        if isinstance(v, list | tuple):
+            return (type(v).__name__, *(one(x) for x in v))
+        if v is None or isinstance(v, bool | int | float | str | torch.dtype | torch.device):
+            return (type(v).__name__, v)
+        if isinstance(v, torch.memory_format | torch.layout):
+            return ("enum", str(v))
+        raise TypeError
+
+    try:
+        return (op, one(list(args)), tuple(sorted((k, one(v)) for k, v in kwargs.items())))
+    except TypeError:
+        return None
+
+
+def _shape_cost(op, args: list, kwargs: dict) -> tuple[int, float]:
+    """(Elements of the outputs, FLOPs beyond one per element), from a run on shapes only."""
+    with quiet():
+        meta_args = tree_map(_to_meta, args)
+        meta_kwargs = tree_map(_to_meta, kwargs)
+        try:
+            out = op(*meta_args, **meta_kwargs)
+        except Exception:  # no meta kernel (data-dependent shapes): judged by its inputs
+            out = args
+    elements = sum(t.numel() for t in _tensors(out))
+    packet = op.overloadpacket
+    flops = 0.0
+    if elements <= MAX_OUTPUT_ELEMENTS and packet in flop_registry:
+        shape = lambda t: t.shape if isinstance(t, torch.Tensor) else t  # noqa: E731
+        try:
+            flops = flop_registry[packet](
+                *tree_map(shape, meta_args), **meta_kwargs, out_shape=tree_map(shape, out)
+            )
+        except Exception:
+            flops = elements
+    return elements, float(flops)
 
 
 def _cheap_elements(op, given: list, args: list, kwargs: dict) -> int | None:
