@@ -46,6 +46,9 @@ def _cmd_check(args) -> int:
     limits = Limits(cell_timeout_s=args.cell_timeout, notebook_budget_s=args.budget)
     (result,) = grade_submissions([Submission(nb_id, "learner", path.resolve())], limits=limits)
     result.notebook = str(path)
+    from autograder import saved_grades
+
+    saved_grades.save(path, limits, result)  # progress reuses it while the file is unchanged
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:

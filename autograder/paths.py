@@ -61,3 +61,17 @@ def notebook_argument(text: str) -> Path:
         if found is not None:
             return found
     return given
+
+
+def grading_code() -> list[Path]:
+    """Every file of the package that can decide a grade: checks, kernel, tools and their data,
+    helpers (everything but the benchmarks). Hashing all of it follows every real import."""
+    package = REPO_ROOT / "autograder"
+    return sorted(
+        p
+        for p in package.rglob("*")
+        if p.is_file()
+        and "__pycache__" not in p.parts
+        and p.relative_to(package).parts[0] not in ("bench", "jupyter_config")
+        and p.suffix not in (".md", ".pyc")
+    )

@@ -1,8 +1,10 @@
 """``python -m autograder progress``: every notebook's score at a glance, hidden tests included.
 
 A notebook whose answer cells are still those of the release (``course/``) is "not started" and
-is not graded at all, so an untouched ``work/`` is reported in about a second. The others are
-graded by nbgrader, as ``check`` does.
+is not graded at all, so an untouched ``work/`` is reported in about a second. A notebook whose
+file is unchanged since its last ``check`` or ``progress`` keeps that grade
+(:mod:`autograder.saved_grades`). The others are graded by nbgrader, as ``check`` does, and
+``progress`` says first how many and about how long that takes.
 """
 
 import json
@@ -57,6 +59,32 @@ def _score(score: str, maximum: float, written: int) -> str:
     return f"{score}/{maximum:g}" + (f" + {written} written" if written else "")
 
 
+def _grade(submissions: list) -> list:
+    """Each submission's saved grade where its file is unchanged, else a new one (saved)."""
+    from autograder import saved_grades
+    from autograder.classroom.isolation import Limits
+    from autograder.grading import grade_submissions
+
+    limits = Limits()
+    saved = {s.notebook_id: saved_grades.load(s.path, limits) for s in submissions}
+    todo = [s for s in submissions if saved[s.notebook_id] is None]
+    reused = len(submissions) - len(todo)
+    if todo:
+        kept = f"; {reused} unchanged since last graded, reused" if reused else ""
+        print(
+            f"Grading {len(todo)} notebook(s) changed since their last grade "
+            f"(about 15-30 s each){kept}...",
+            file=sys.stderr,
+            flush=True,
+        )
+        # The bar redraws in place on a terminal; piped into a file it would print every frame.
+        graded = grade_submissions(todo, show_progress=sys.stderr.isatty())
+        for sub, result in zip(todo, graded, strict=True):
+            saved_grades.save(sub.path, limits, result)
+            saved[sub.notebook_id] = result
+    return [saved[s.notebook_id] for s in submissions]
+
+
 def progress(folder: Path, echo=print) -> bool:
     """Grade every notebook found in ``folder``; print one line each.
 
@@ -88,10 +116,7 @@ def progress(folder: Path, echo=print) -> bool:
             continue
         submissions.append(Submission(nb_id, "learner", path.resolve()))
     if submissions:
-        from autograder.grading import grade_submissions
-
-        # The bar redraws in place on a terminal; piped into a file it would print every frame.
-        for result in grade_submissions(submissions, show_progress=sys.stderr.isatty()):
+        for result in _grade(submissions):
             total, maximum = total + result.score, maximum + result.max_score
             wrong += bool(result.error)
             score = _score(f"{result.score:g}", result.max_score, len(result.manual))

@@ -121,6 +121,7 @@ LAYERS = {
     "autograder.classroom.zygote": 2,
     # 3. the engine: grade one submission in the sandbox, read its one results model
     "autograder.results": 3,
+    "autograder.saved_grades": 3,
     "autograder.grading": 3,
     "autograder.classroom.worker": 3,
     "autograder.classroom.gradebook": 3,
@@ -140,11 +141,17 @@ LAYERS = {
 }
 
 
+EXACT_ONLY = {"autograder", "autograder.classroom"}  # these place their __init__, not their modules
+
+
 def _layer(module: str) -> int | None:
+    if module in LAYERS:
+        return LAYERS[module]
     parts = module.split(".")
-    for n in range(len(parts), 0, -1):
-        if ".".join(parts[:n]) in LAYERS:
-            return LAYERS[".".join(parts[:n])]
+    for n in range(len(parts) - 1, 0, -1):
+        prefix = ".".join(parts[:n])
+        if prefix in LAYERS and prefix not in EXACT_ONLY:
+            return LAYERS[prefix]
     return None
 
 

@@ -81,3 +81,44 @@ def test_exit_status_is_zero_unless_something_is_wrong(
     mine.write_text("{not json")
     assert main(["progress", str(work)]) == 2
     assert "unreadable" in capsys.readouterr().out
+
+
+def test_unchanged_notebooks_keep_their_last_grade_and_changed_ones_are_regraded(
+    tmp_path, first_notebook, monkeypatch, capsys
+):
+    from autograder.results import CellResult, NotebookResult
+
+    work = tmp_path / "work"
+    shutil.copytree(paths.COURSE_DIR, work)
+    mine = paths.find_learner_notebook(work, first_notebook)
+    nb = json.loads(mine.read_text())
+    answer = next(c for c in nb["cells"] if nbcell.is_answer(c))
+    answer["source"] = "def softmax(x):\n    return x\n"
+    mine.write_text(json.dumps(nb))
+    graded = []
+
+    def grade(submissions, **kwargs):
+        graded.extend(s.notebook_id for s in submissions)
+        cell = CellResult("test_softmax_matches_torch", 0.0, 2.0, False, "wrong")
+        return [NotebookResult(str(s.path), s.notebook_id, 0.0, 2.0, [cell]) for s in submissions]
+
+    monkeypatch.setattr(grading, "grade_submissions", grade)
+    assert main(["progress", str(work)]) == 0
+    first = capsys.readouterr()
+    assert graded == [first_notebook] and "Grading 1 notebook(s) changed" in first.err
+    assert main(["progress", str(work)]) == 0  # nothing changed: the saved grade, no grading
+    second = capsys.readouterr()
+    assert graded == [first_notebook] and "Grading" not in second.err
+    assert second.out == first.out  # the same lines, from the saved grade
+    answer["source"] = "def softmax(x):\n    return x * 1\n"
+    mine.write_text(json.dumps(nb))
+    assert main(["progress", str(work)]) == 0
+    assert graded == [first_notebook] * 2  # the file changed: graded again
+
+    code = tmp_path / "grader.py"
+    code.write_text("x = 1\n")
+    monkeypatch.setattr(paths, "grading_code", lambda: [code])
+    assert main(["progress", str(work)]) == 0
+    code.write_text("x = 2\n")  # the grader changed: every saved grade is stale
+    assert main(["progress", str(work)]) == 0
+    assert graded == [first_notebook] * 4

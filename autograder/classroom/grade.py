@@ -195,20 +195,6 @@ def _ignored(name: str) -> bool:
     return any(fnmatch.fnmatch(name, pattern) for pattern in IGNORED_FILES)
 
 
-def grading_code() -> list[Path]:
-    """Every file of the package that can decide a grade: checks, kernel, tools and their data,
-    helpers (everything but the benchmarks). Hashing all of it follows every real import."""
-    package = paths.REPO_ROOT / "autograder"
-    return sorted(
-        p
-        for p in package.rglob("*")
-        if p.is_file()
-        and "__pycache__" not in p.parts
-        and p.relative_to(package).parts[0] not in ("bench", "jupyter_config")
-        and p.suffix not in (".md", ".pyc")
-    )
-
-
 def grader_key(files: dict[str, bytes], options: Options) -> str:
     """What, besides the submission, decides its grade."""
     settings = {
@@ -220,7 +206,7 @@ def grader_key(files: dict[str, bytes], options: Options) -> str:
     h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
     for name, data in sorted(files.items()):
         h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
-    h.update(files_digest(grading_code()).encode())
+    h.update(files_digest(paths.grading_code()).encode())
     return h.hexdigest()
 
 
