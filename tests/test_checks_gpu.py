@@ -158,3 +158,17 @@ def test_bfloat16_is_refused_in_the_interpreter():
     q = torch.zeros(1, 1, 4, 16, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="11584"):
         triton_support.check_inputs(q, q, q, triton_support.launch_config(q))
+
+
+def test_importing_the_checks_does_not_import_triton():
+    """Triton's standard library is decorated when ``triton.language`` is imported: before
+    ``triton_support`` switches the CPU interpreter on, its ``tl.max`` would be a compiled-kernel
+    function that an interpreted kernel cannot call."""
+    import subprocess
+    import sys
+
+    code = "import sys, autograder.checks, autograder.checks.nb01_attention\n"
+    code += "import autograder.checks.replay.cells\n"
+    code += "print(sorted(m for m in sys.modules if m == 'triton'))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout

@@ -28,7 +28,6 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_map
-from torch.utils.flop_counter import flop_registry
 
 from autograder.kernel.codec import Opaque, ReplayError, decode_tensor, decode_value
 
@@ -117,6 +116,10 @@ def _shape_cost(op, args: list, kwargs: dict) -> tuple[int, float]:
             out = op(*meta_args, **meta_kwargs)
         except Exception:  # no meta kernel (data-dependent shapes): judged by its inputs
             out = args
+    # imported here: flop_counter imports Triton, which must come after triton_support has set
+    # up the interpreter (a notebook's set-up imports the checks before it imports Triton)
+    from torch.utils.flop_counter import flop_registry
+
     elements = sum(t.numel() for t in _tensors(out))
     packet = op.overloadpacket
     flops = 0.0
