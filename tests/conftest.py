@@ -39,16 +39,13 @@ def one_thread():
         yield
 
 
-# Check options every mistake is tried with: the quick default, and a thorough run.
-RUNS = [{"seed": 0}, {"seed": 3, "thorough": True}]
-
-
-def assert_diagnosed(mistake, seed: int) -> None:
-    """``mistake`` fails its check with one learner-facing line containing the diagnosis."""
+def assert_diagnosed(mistake, **run) -> None:
+    """``mistake`` fails its check under ``run`` with one learner-facing line containing the
+    diagnosis (the one copy: ``test_mistakes`` and module-specific tests share it)."""
     from autograder.checks import CheckFailure
 
     with pytest.raises(CheckFailure) as info:
-        mistake.check(mistake.impl, seed=seed)
+        mistake.check(mistake.impl, **run)
     message = str(info.value)
     assert mistake.diagnosis in message, message
     assert "\n" not in message and message.endswith("."), message

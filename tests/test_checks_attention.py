@@ -7,50 +7,11 @@ import warnings
 import pytest
 import torch
 from mistakes import attention as impls
-from mistakes import stub
 
 from autograder.checks import CheckFailure
 from autograder.checks import nb01_attention as checks
-from conftest import RUNS, assert_diagnosed, ids
 
-SOFTMAX_CHECKS = [
-    checks.check_softmax_values,
-    checks.check_softmax_stable,
-    checks.check_softmax_no_builtin,
-    checks.check_softmax_properties,
-]
-SDPA_CHECKS = [
-    checks.check_sdpa_shapes,
-    checks.check_sdpa_values,
-    checks.check_sdpa_mask,
-    checks.check_sdpa_properties,
-]
-
-
-@pytest.mark.parametrize("run", RUNS, ids=str)
-@pytest.mark.parametrize("check", SOFTMAX_CHECKS, ids=ids)
-@pytest.mark.parametrize("impl", impls.CORRECT_SOFTMAX.values(), ids=impls.CORRECT_SOFTMAX)
-def test_correct_softmax_passes(impl, check, run):
-    check(impl, **run)
-
-
-@pytest.mark.parametrize("run", RUNS, ids=str)
-@pytest.mark.parametrize("check", SDPA_CHECKS, ids=ids)
-@pytest.mark.parametrize("impl", impls.CORRECT_SDPA.values(), ids=impls.CORRECT_SDPA)
-def test_correct_sdpa_passes(impl, check, run):
-    check(impl, **run)
-
-
-@pytest.mark.parametrize("seed", [0, 5])
-@pytest.mark.parametrize("mistake", impls.MISTAKES, ids=str)
-def test_mistake_is_diagnosed(mistake, seed):
-    assert_diagnosed(mistake, seed)
-
-
-@pytest.mark.parametrize("check", SOFTMAX_CHECKS + SDPA_CHECKS, ids=ids)
-def test_stub_is_not_implemented_yet(check):
-    with pytest.raises(CheckFailure, match="is not implemented yet: replace `raise Not"):
-        check(stub)
+# Correct implementations, catalogued mistakes and stubs: tests/test_mistakes.py.
 
 
 def test_learner_warnings_and_errors_become_one_sentence():
@@ -77,6 +38,6 @@ def test_wrong_return_type_is_explained():
 
 def test_checks_do_not_change_global_rng():
     state = torch.random.get_rng_state()
-    for check in SDPA_CHECKS:
+    for check in impls.SDPA_CHECKS:
         check(impls.sdpa_matmul, thorough=True)
     assert torch.equal(state, torch.random.get_rng_state())

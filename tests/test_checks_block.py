@@ -6,71 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 from mistakes import block as impls
-from mistakes import stub
 from mistakes.multihead import MHASeparate
 
 from autograder.checks import CheckFailure
 from autograder.checks import nb02_block as checks
 from autograder.checks.replay import cells
-from conftest import RUNS, assert_diagnosed
 
-
-def _cross(impl, **run):
-    checks.check_cross_attend(impl, MHASeparate, **run)
-
-
-CORRECT = (
-    [(_cross, name, fn) for name, fn in impls.CORRECT_CROSS.items()]
-    + [
-        (check, name, fn)
-        for check in (checks.check_dropout_training, checks.check_dropout_eval)
-        for name, fn in impls.CORRECT_DROPOUT.items()
-    ]
-    + [
-        (check, name, cls)
-        for check in (checks.check_block_structure, checks.check_block_matches_torch)
-        for name, cls in impls.CORRECT_BLOCK.items()
-    ]
-    + [(checks.check_block_param_count, name, fn) for name, fn in impls.CORRECT_COUNT.items()]
-)
-
-
-@pytest.mark.parametrize("run", RUNS, ids=str)
-@pytest.mark.parametrize(
-    ("check", "impl"),
-    [(c, f) for c, _, f in CORRECT],
-    ids=[f"{c.__name__}-{n}" for c, n, _ in CORRECT],
-)
-def test_correct_passes(check, impl, run):
-    check(impl, **run)
-
-
-@pytest.mark.parametrize("seed", [0, 5])
-@pytest.mark.parametrize("mistake", impls.MISTAKES, ids=str)
-def test_mistake_is_diagnosed(mistake, seed):
-    assert_diagnosed(mistake, seed)
-
-
-class Stub:
-    def __init__(self, d_model, num_heads):
-        raise NotImplementedError()
-
-
-@pytest.mark.parametrize(
-    ("check", "learner"),
-    [
-        (checks.check_dropout_training, stub),
-        (checks.check_dropout_eval, stub),
-        (checks.check_block_structure, Stub),
-        (checks.check_block_matches_torch, Stub),
-        (checks.check_block_param_count, stub),
-        (_cross, stub),
-    ],
-    ids=lambda x: getattr(x, "__name__", ""),
-)
-def test_stub_is_not_implemented_yet(check, learner):
-    with pytest.raises(CheckFailure, match="is not implemented yet: replace `raise Not"):
-        check(learner)
+# Correct implementations, catalogued mistakes and stubs: tests/test_mistakes.py.
 
 
 def test_cross_attend_names_an_unfinished_multihead_attention():

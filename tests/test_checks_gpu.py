@@ -3,98 +3,18 @@
 import nbformat
 import pytest
 import torch
-from mistakes import Mistake, stub
-from mistakes.gpu import (
-    CORRECT_GET_DEVICE,
-    CORRECT_TILED,
-    MISTAKES_GET_DEVICE,
-    MISTAKES_TILED,
-    MISTAKES_TILED_THOROUGH,
-)
+from mistakes import stub
 
 from autograder import build, nbcell, paths
-from autograder.checks import CheckFailure
 from autograder.checks import nb06_gpu as checks
 from autograder.tools import triton_support
 
-TILED_CHECKS = [
-    checks.check_tiled_values,
-    checks.check_tiled_causal,
-    checks.check_tiled_memory,
-    checks.check_tiled_no_sdpa,
-]
-
-
-def _expect_diagnosis(mistake: Mistake, thorough: bool = False) -> None:
-    with pytest.raises(CheckFailure) as caught:
-        mistake.check(mistake.impl, seed=1, thorough=thorough)
-    message = str(caught.value)
-    assert mistake.diagnosis in message, message
-    assert "\n" not in message, message
-
-
-@pytest.mark.parametrize("impl", CORRECT_GET_DEVICE.values(), ids=CORRECT_GET_DEVICE.keys())
-def test_correct_get_device_passes(impl):
-    checks.check_get_device(impl)
-
-
-@pytest.mark.parametrize("mistake", MISTAKES_GET_DEVICE, ids=str)
-def test_get_device_mistake_is_diagnosed(mistake):
-    _expect_diagnosis(mistake)
-
-
-@pytest.mark.parametrize("check", TILED_CHECKS, ids=lambda c: c.__name__)
-@pytest.mark.parametrize("impl", CORRECT_TILED.values(), ids=CORRECT_TILED.keys())
-@pytest.mark.parametrize("thorough", [False, True], ids=["visible", "hidden"])
-def test_correct_tiled_passes(check, impl, thorough):
-    check(impl, seed=1, thorough=thorough)
-
-
-@pytest.mark.parametrize("mistake", MISTAKES_TILED, ids=str)
-def test_tiled_mistake_is_diagnosed(mistake):
-    _expect_diagnosis(mistake)
-
-
-@pytest.mark.parametrize("mistake", MISTAKES_TILED_THOROUGH, ids=str)
-def test_tiled_mistake_is_caught_by_hidden_tests(mistake):
-    mistake.check(mistake.impl, seed=0, thorough=False)  # the visible test lets it through
-    _expect_diagnosis(mistake, thorough=True)
+# Correct implementations, catalogued mistakes and stubs (Triton's too): tests/test_mistakes.py.
 
 
 # ----------------------------------------------------------------------------- Triton
 
-needs_triton = pytest.mark.skipif(not triton_support.AVAILABLE, reason="Triton is not installed")
 TRITON_CHECKS = [checks.check_triton_values, checks.check_triton_causal]
-
-
-if triton_support.AVAILABLE:  # the kernels need Triton even to be defined
-    from mistakes.gpu_triton import (
-        CORRECT_TRITON,
-        MISTAKES_TRITON,
-        MISTAKES_TRITON_THOROUGH,
-    )
-else:
-    CORRECT_TRITON, MISTAKES_TRITON, MISTAKES_TRITON_THOROUGH = {}, [], []
-
-
-@needs_triton
-@pytest.mark.parametrize("check", TRITON_CHECKS, ids=lambda c: c.__name__)
-@pytest.mark.parametrize("name", list(CORRECT_TRITON))
-def test_correct_triton_passes(check, name):
-    check(CORRECT_TRITON[name], seed=1, thorough=name == "correct")
-
-
-@needs_triton
-@pytest.mark.parametrize("mistake", MISTAKES_TRITON, ids=str)
-def test_triton_mistake_is_diagnosed(mistake):
-    _expect_diagnosis(mistake)
-
-
-@needs_triton
-@pytest.mark.parametrize("mistake", MISTAKES_TRITON_THOROUGH, ids=str)
-def test_triton_mistake_is_caught_by_hidden_tests(mistake):
-    mistake.check(mistake.impl, seed=0, thorough=False)  # the visible test lets it through
-    _expect_diagnosis(mistake, thorough=True)
 
 
 @pytest.mark.parametrize("where", ["solution", "release"])

@@ -6,26 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 from mistakes import rope as impls
-from mistakes import stub
-from mistakes.gqa import GQAManual
 
 from autograder.checks import CheckFailure
 from autograder.checks import nb04_rope as checks
 from autograder.checks.replay import cells
-from conftest import RUNS, assert_diagnosed
 
-ROPE_CHECKS = [checks.check_apply_rope_values, checks.check_apply_rope_relative]
-ROTARY_CHECKS = [checks.check_rotary_gqa_full_pass, checks.check_rotary_gqa_decoding]
-CORRECT = [
-    (check, name, fn) for check in ROPE_CHECKS for name, fn in impls.CORRECT_ROPE.items()
-] + [(check, name, cls) for check in ROTARY_CHECKS for name, cls in impls.CORRECT_ROTARY.items()]
-CORRECT_IDS = [f"{c.__name__}-{n}" for c, n, _ in CORRECT]
-
-
-@pytest.mark.parametrize("run", RUNS, ids=str)
-@pytest.mark.parametrize(("check", "impl"), [(c, f) for c, _, f in CORRECT], ids=CORRECT_IDS)
-def test_correct_passes(check, impl, run):
-    check(impl, **run)
+# Correct implementations, catalogued mistakes and stubs: tests/test_mistakes.py.
+CORRECT = [(c.check, c.name, c.impl) for c in impls.CORRECT]
+CORRECT_IDS = [f"{c.check.__name__}-{c.name}" for c in impls.CORRECT]
 
 
 def test_the_interleaved_convention_is_relative_but_not_the_graded_layout():
@@ -33,19 +21,6 @@ def test_the_interleaved_convention_is_relative_but_not_the_graded_layout():
     checks.check_apply_rope_relative(impls.rope_interleaved, thorough=True)
     with pytest.raises(CheckFailure, match="interleaved layout of the RoFormer paper"):
         checks.check_apply_rope_values(impls.rope_interleaved)
-
-
-@pytest.mark.parametrize("seed", [0, 5])
-@pytest.mark.parametrize("mistake", impls.MISTAKES, ids=str)
-def test_mistake_is_diagnosed(mistake, seed):
-    assert_diagnosed(mistake, seed)
-
-
-class RotaryStub(GQAManual):
-    """The release of exercise 7: the learner's finished GQA, forward still the stub."""
-
-    def forward(self, x, past_kv=None, causal=True):
-        raise NotImplementedError()
 
 
 class GQAStub:
@@ -57,17 +32,7 @@ class RotaryOnUnfinishedGQA(GQAStub):
     pass
 
 
-@pytest.mark.parametrize(
-    ("check", "learner"),
-    [(c, stub) for c in ROPE_CHECKS] + [(c, RotaryStub) for c in ROTARY_CHECKS],
-    ids=lambda x: getattr(x, "__name__", ""),
-)
-def test_stub_is_not_implemented_yet(check, learner):
-    with pytest.raises(CheckFailure, match="is not implemented yet: replace `raise Not"):
-        check(learner)
-
-
-@pytest.mark.parametrize("check", ROTARY_CHECKS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("check", impls.ROTARY_CHECKS, ids=lambda c: c.__name__)
 def test_an_unfinished_gqa_is_named(check):
     with pytest.raises(CheckFailure, match="finish exercise 3 first"):
         check(RotaryOnUnfinishedGQA)

@@ -12,54 +12,23 @@ import json
 
 import pytest
 import torch
-from mistakes import attention, gpu, gqa, heads, masking, multihead, parallel
+from mistakes import catalogues
 
 from autograder.checks.replay import cells, remote
 
+# The catalogues that declare checks to replay (``REPLAY``): the correct implementations of those
+# checks, and every mistake whose check is a plain ``check_*`` taking one learner function.
+REPLAYED = [catalogue for catalogue in catalogues().values() if catalogue.REPLAY]
 CORRECT = [
-    *((attention.checks.check_softmax_values, n, f) for n, f in attention.CORRECT_SOFTMAX.items()),
-    *(
-        (attention.checks.check_softmax_no_builtin, n, f)
-        for n, f in attention.CORRECT_SOFTMAX.items()
-    ),
-    *((attention.checks.check_sdpa_mask, n, f) for n, f in attention.CORRECT_SDPA.items()),
-    *((multihead.checks.check_merge_heads, n, f) for n, f in multihead.CORRECT_MERGE.items()),
-    *((multihead.checks.check_mha_edge_cases, n, f) for n, f in multihead.CORRECT_MHA.items()),
-    *((masking.checks.check_causal_mask_values, n, f) for n, f in masking.CORRECT_CAUSAL.items()),
-    *((masking.checks.check_padding_mask_values, n, f) for n, f in masking.CORRECT_PADDING.items()),
-    *((masking.checks.check_to_nn_mha_masks, n, f) for n, f in masking.CORRECT_NN_MASKS.items()),
-    *((gqa.checks.check_repeat_kv, n, f) for n, f in gqa.CORRECT_REPEAT.items()),
-    *((gqa.checks.check_gqa_decoding, n, f) for n, f in gqa.CORRECT_GQA.items()),
-    *((gqa.checks.check_mha_to_gqa, n, f) for n, f in gqa.CORRECT_CONVERT.items()),
-    *(
-        (parallel.checks.check_mha_sequential_loops, n, f)
-        for n, f in parallel.CORRECT_SEQUENTIAL.items()
-    ),
-    *(
-        (parallel.checks.check_mha_parallel_batches, n, f)
-        for n, f in parallel.CORRECT_PARALLEL.items()
-    ),
-    *((parallel.checks.check_attention_flops, n, f) for n, f in parallel.CORRECT_FLOPS.items()),
-    *((gpu.checks.check_get_device, n, f) for n, f in gpu.CORRECT_GET_DEVICE.items()),
-    *((gpu.checks.check_tiled_memory, n, f) for n, f in gpu.CORRECT_TILED.items()),
-    *((heads.ck.check_head_entropy_zero_weights, n, f) for n, f in heads.CORRECT_ENTROPY.items()),
-    *(
-        (heads.ck.check_head_importance_leaves_model_unchanged, n, f)
-        for n, f in heads.CORRECT_IMPORTANCE.items()
-    ),
+    (entry.check, entry.name, entry.impl)
+    for catalogue in REPLAYED
+    for entry in catalogue.CORRECT
+    if entry.check in catalogue.REPLAY
 ]
 MISTAKES = [
     m
-    for catalogue in (
-        attention.MISTAKES,
-        multihead.MISTAKES,
-        masking.MISTAKES,
-        gqa.MISTAKES,
-        parallel.MISTAKES,
-        gpu.MISTAKES_GET_DEVICE + gpu.MISTAKES_TILED + gpu.MISTAKES_TILED_THOROUGH,
-        heads.MISTAKES,
-    )
-    for m in catalogue
+    for catalogue in REPLAYED
+    for m in catalogue.MISTAKES
     if callable(m.impl)
     and getattr(m.check, "__name__", "").startswith("check_")
     and m.check.__name__ != "check_same_flops"

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from autograder.checks import nb01_attention as checks
 
-from . import Mistake
+from . import Mistake, correct, stub
 
 # ----------------------------------------------------------------------------- softmax
 
@@ -356,3 +356,19 @@ SDPA_MISTAKES = [
 ]
 
 MISTAKES = SOFTMAX_MISTAKES + SDPA_MISTAKES
+
+SOFTMAX_CHECKS = [
+    checks.check_softmax_values,
+    checks.check_softmax_stable,
+    checks.check_softmax_no_builtin,
+    checks.check_softmax_properties,
+]
+SDPA_CHECKS = [
+    checks.check_sdpa_shapes,
+    checks.check_sdpa_values,
+    checks.check_sdpa_mask,
+    checks.check_sdpa_properties,
+]
+CORRECT = correct(SOFTMAX_CHECKS, CORRECT_SOFTMAX) + correct(SDPA_CHECKS, CORRECT_SDPA)
+STUBS = [(check, stub) for check in SOFTMAX_CHECKS + SDPA_CHECKS]
+REPLAY = [checks.check_softmax_values, checks.check_softmax_no_builtin, checks.check_sdpa_mask]

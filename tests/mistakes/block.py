@@ -14,7 +14,7 @@ from torch import nn
 
 from autograder.checks import nb02_block as checks
 
-from . import Mistake
+from . import Mistake, correct, stub
 from .multihead import MHAFused, MHASeparate
 
 # ---------------------------------------------------------------------------- cross-attention
@@ -411,3 +411,24 @@ COUNT_MISTAKES = [
 ]
 
 MISTAKES = CROSS_MISTAKES + DROPOUT_MISTAKES + BLOCK_MISTAKES + COUNT_MISTAKES
+
+CORRECT = (
+    correct([_cross], CORRECT_CROSS)
+    + correct([TRAINING, EVAL], CORRECT_DROPOUT)
+    + correct([STRUCTURE, MATCHES], CORRECT_BLOCK)
+    + correct([COUNT], CORRECT_COUNT)
+)
+
+
+class Stub:
+    """The learner's block before answering: ``__init__`` is the nbgrader stub."""
+
+    def __init__(self, d_model, num_heads):
+        raise NotImplementedError()
+
+
+STUBS = [(TRAINING, stub), (EVAL, stub), (STRUCTURE, Stub), (MATCHES, Stub), (COUNT, stub)]
+STUBS += [(_cross, stub)]
+# The dropout checks draw from the global generator, which an in-process kernel shares with the
+# grader: test_checks_block verifies these checks on a kernel with its own random state instead.
+REPLAY: list = []

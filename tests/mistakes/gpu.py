@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from autograder.checks import nb06_gpu as checks
 
-from . import Mistake, stub
+from . import HIDDEN, MISSED, VISIBLE, VISIBLE_AND_HIDDEN, Mistake, correct, stub, tried
 
 # ----------------------------------------------------------------------------- get_device
 
@@ -329,3 +329,17 @@ MISTAKES_TILED_THOROUGH = [
     _bug("finite_fill", checks.check_tiled_causal, "must be all zeros"),
     _bug("dtype_float", checks.check_tiled_values, "return the input dtype"),
 ]
+
+TILED_CHECKS = [
+    checks.check_tiled_values,
+    checks.check_tiled_causal,
+    checks.check_tiled_memory,
+    checks.check_tiled_no_sdpa,
+]
+MISTAKES = tried(MISTAKES_GET_DEVICE + MISTAKES_TILED, runs=(VISIBLE,))
+MISTAKES += tried(MISTAKES_TILED_THOROUGH, runs=(HIDDEN,), missed=MISSED)
+CORRECT = correct([checks.check_get_device], CORRECT_GET_DEVICE, runs=({},)) + correct(
+    TILED_CHECKS, CORRECT_TILED, runs=VISIBLE_AND_HIDDEN
+)
+STUBS = [(checks.check_get_device, stub)] + [(check, stub) for check in TILED_CHECKS]
+REPLAY = [checks.check_get_device, checks.check_tiled_memory]

@@ -17,7 +17,7 @@ from autograder.checks import nb06_gpu as checks
 from autograder.tools import triton_support
 from autograder.tools.triton_support import tl, triton
 
-from . import Mistake
+from . import HIDDEN, MISSED, VISIBLE, Correct, Mistake, tried
 
 VARIANTS = {
     "correct": 0,
@@ -196,3 +196,15 @@ MISTAKES_TRITON_THOROUGH = [
         "attend to no key",
     ),
 ]
+
+SKIP = None if triton_support.AVAILABLE else "Triton is not installed"
+MISTAKES = tried(MISTAKES_TRITON, runs=(VISIBLE,))
+MISTAKES += tried(MISTAKES_TRITON_THOROUGH, runs=(HIDDEN,), missed=MISSED)
+# The notebook's kernel is tried with the hidden (thorough) test, the other right ones visibly.
+CORRECT = [
+    Correct(check, name, impl, runs=({"seed": 1, "thorough": name == "correct"},))
+    for check in (checks.check_triton_values, checks.check_triton_causal)
+    for name, impl in CORRECT_TRITON.items()
+]
+STUBS: list = []  # the released kernel is catalogued as the mistake "stub"
+REPLAY: list = []  # the grader reports Triton cells as not verified

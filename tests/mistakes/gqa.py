@@ -15,7 +15,7 @@ from torch import nn
 from autograder.checks import nb04_gqa as checks
 from autograder.tools.nb04_gqa import TorchGroupedQueryAttention
 
-from . import Mistake
+from . import Mistake, correct, stub
 
 # ----------------------------------------------------------------------------- repeat_kv
 
@@ -506,3 +506,33 @@ CONVERT_MISTAKES = [
 ]
 
 MISTAKES = REPEAT_MISTAKES + GQA_MISTAKES + COUNT_MISTAKES + CONVERT_MISTAKES
+
+GQA_CHECKS = [
+    checks.check_gqa_structure,
+    checks.check_gqa_matches_torch,
+    checks.check_gqa_kv_cache,
+    checks.check_gqa_decoding,
+]
+CORRECT = (
+    correct([checks.check_repeat_kv], CORRECT_REPEAT)
+    + correct(GQA_CHECKS, CORRECT_GQA)
+    + correct([checks.check_gqa_param_count], CORRECT_COUNT)
+    + correct([checks.check_kv_cache_bytes], CORRECT_BYTES)
+    + correct([checks.check_mha_to_gqa], CORRECT_CONVERT)
+)
+
+
+class Stub:
+    """The learner's class before answering: __init__ is the nbgrader stub."""
+
+    def __init__(self, d_model, num_heads, num_kv_heads, bias=False):
+        raise NotImplementedError()
+
+
+STUBS = (
+    [(checks.check_repeat_kv, stub)]
+    + [(check, Stub) for check in GQA_CHECKS]
+    + [(checks.check_gqa_param_count, stub), (checks.check_kv_cache_bytes, stub)]
+    + [(checks.check_mha_to_gqa, stub)]
+)
+REPLAY = [checks.check_repeat_kv, checks.check_gqa_decoding, checks.check_mha_to_gqa]

@@ -6,13 +6,14 @@ Shape legend: ``nh`` heads, ``T`` queries, ``S`` keys, ``n_layers`` blocks.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
 
 from autograder.checks import nb07_heads as ck
 
-from . import Mistake, stub
+from . import Mistake, correct, stub
 
 # ----------------------------------------------------------------------------------- entropy
 
@@ -508,3 +509,18 @@ MISTAKES = [
         "importance: parameters frozen", importance_freezes_parameters, IS, "changed requires_grad"
     ),
 ]
+# Importance checks run models, so their mistakes are tried with one seed; the others with two.
+MISTAKES = [
+    replace(m, runs=({"seed": 0},)) if m.name.startswith("importance") else m for m in MISTAKES
+]
+
+ENTROPY_CHECKS = [ck.check_head_entropy_values, ck.check_head_entropy_zero_weights]
+PREVIOUS_CHECKS = [ck.check_previous_token_score_values, ck.check_previous_token_score_patterns]
+IMPORTANCE_CHECKS = [IV, IS]
+CORRECT = (
+    correct(ENTROPY_CHECKS, CORRECT_ENTROPY)
+    + correct(PREVIOUS_CHECKS, CORRECT_PREVIOUS)
+    + correct(IMPORTANCE_CHECKS, CORRECT_IMPORTANCE)
+)
+STUBS = [(check, stub) for check in ENTROPY_CHECKS + PREVIOUS_CHECKS + IMPORTANCE_CHECKS]
+REPLAY = [ck.check_head_entropy_zero_weights, ck.check_head_importance_leaves_model_unchanged]

@@ -29,7 +29,7 @@ from autograder.checks.nb08_bugs import (
 )
 from autograder.checks.nb08_loop import LOOP_CHOICES
 
-from . import Mistake, stub
+from . import HIDDEN, Correct, Mistake, stub, tried
 
 
 @dataclass(frozen=True)
@@ -504,3 +504,12 @@ NOTEBOOK_BUGS = {
         (check_rope_decoding, "positions restart at 0"),
     ],
 }
+
+MISTAKES = tried(MISTAKES, runs=(HIDDEN,), caught=({},))  # the visible test catches them too
+CORRECT = [
+    Correct(check, fix.__name__, fix, runs=({}, HIDDEN))
+    for fix, fix_checks in FIXES
+    for check in fix_checks
+]
+STUBS = [(check, stub) for _, fix_checks in FIXES for check in fix_checks]
+REPLAY: list = []  # notebook 08 is not verified on a kernel's record in test_replay

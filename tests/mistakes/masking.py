@@ -11,7 +11,7 @@ from torch.nn.attention.bias import causal_lower_right
 
 from autograder.checks import nb03_masking as checks
 
-from . import Mistake, stub
+from . import Mistake, correct, stub, tried
 
 # -------------------------------------------------------------------------- causal_mask
 
@@ -394,3 +394,15 @@ MISTAKES = [
     Mistake("nn_time_first_padding", nn_masks_time_first, _NN, "whatever batch_first says"),
     Mistake("nn_single_mask", nn_masks_single, _NN, "should return a pair"),
 ]
+MISTAKES = tried(MISTAKES, runs=({"seed": 0}, {"seed": 5, "thorough": True}))
+
+CAUSAL_CHECKS = [_VALUES, _LEAK]
+ATTENTION_CHECKS = [_ATT, _INV]
+CORRECT = (
+    correct(CAUSAL_CHECKS, CORRECT_CAUSAL)
+    + correct([_PAD], CORRECT_PADDING)
+    + correct(ATTENTION_CHECKS, CORRECT_ATTENTION)
+    + correct([_NN], CORRECT_NN_MASKS)
+)
+STUBS = [(check, stub) for check in [*CAUSAL_CHECKS, _PAD, *ATTENTION_CHECKS, _NN]]
+REPLAY = [_VALUES, _PAD, _NN]

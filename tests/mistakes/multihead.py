@@ -14,7 +14,7 @@ from torch import nn
 
 from autograder.checks import nb02_multihead as checks
 
-from . import Mistake
+from . import Mistake, correct, stub
 from .attention import _attend, sdpa_einsum, sdpa_float64_inside, sdpa_matmul
 
 # --------------------------------------------------------------------- split and merge heads
@@ -455,3 +455,31 @@ COUNT_MISTAKES = [
 ]
 
 MISTAKES = HEAD_MISTAKES + MHA_MISTAKES + COUNT_MISTAKES
+
+MHA_CHECKS = [
+    checks.check_mha_structure,
+    checks.check_mha_matches_torch,
+    checks.check_mha_mask,
+    checks.check_mha_edge_cases,
+]
+CORRECT = (
+    correct([checks.check_split_heads], CORRECT_SPLIT)
+    + correct([checks.check_merge_heads], CORRECT_MERGE)
+    + correct(MHA_CHECKS, CORRECT_MHA)
+    + correct([checks.check_mha_param_count], CORRECT_COUNT)
+)
+
+
+class Stub:
+    """The learner's class before answering: every method is the nbgrader stub."""
+
+    def __init__(self, d_model, num_heads, bias=True):
+        raise NotImplementedError()
+
+
+STUBS = (
+    [(checks.check_split_heads, stub), (checks.check_merge_heads, stub)]
+    + [(check, Stub) for check in MHA_CHECKS]
+    + [(checks.check_mha_param_count, stub)]
+)
+REPLAY = [checks.check_merge_heads, checks.check_mha_edge_cases]

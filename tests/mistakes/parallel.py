@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from autograder.checks import nb05_parallel as checks
 
-from . import Mistake, stub
+from . import HIDDEN, VISIBLE_AND_HIDDEN, Mistake, correct, stub, tried
 
 
 def _rows(mha, h, C):
@@ -440,3 +440,19 @@ MISTAKES = [
 ]
 
 QUIZ_RIGHT = {"q1": "c", "q2": "b", "q3": "a", "q4": "d"}
+MISTAKES = tried(MISTAKES, runs=(HIDDEN,), caught=({},))  # the visible test catches them too
+
+SEQUENTIAL_CHECKS = [SEQ_VALUES, checks.check_mha_sequential_loops]
+PARALLEL_CHECKS = [PAR_VALUES, checks.check_mha_parallel_batches]
+CORRECT = (
+    correct(SEQUENTIAL_CHECKS, CORRECT_SEQUENTIAL, runs=VISIBLE_AND_HIDDEN)
+    + correct(PARALLEL_CHECKS, CORRECT_PARALLEL, runs=VISIBLE_AND_HIDDEN)
+    + correct([checks.check_attention_flops], CORRECT_FLOPS, runs=VISIBLE_AND_HIDDEN)
+)
+STUBS = [(check, stub) for check in [*SEQUENTIAL_CHECKS, *PARALLEL_CHECKS]]
+STUBS += [(checks.check_attention_flops, stub)]
+REPLAY = [
+    checks.check_mha_sequential_loops,
+    checks.check_mha_parallel_batches,
+    checks.check_attention_flops,
+]

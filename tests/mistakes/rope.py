@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from autograder.checks import nb04_rope as checks
 
-from . import Mistake
+from . import Mistake, correct, stub
 from .gqa import GQAManual
 
 # ---------------------------------------------------------------------------- apply_rope
@@ -352,3 +352,19 @@ ROTARY_MISTAKES = [
 ]
 
 MISTAKES = ROPE_MISTAKES + ROTARY_MISTAKES
+
+ROPE_CHECKS = [checks.check_apply_rope_values, checks.check_apply_rope_relative]
+ROTARY_CHECKS = [checks.check_rotary_gqa_full_pass, checks.check_rotary_gqa_decoding]
+CORRECT = correct(ROPE_CHECKS, CORRECT_ROPE) + correct(ROTARY_CHECKS, CORRECT_ROTARY)
+
+
+class RotaryStub(GQAManual):
+    """The release of exercise 7: the learner's finished GQA, forward still the stub."""
+
+    def forward(self, x, past_kv=None, causal=True):
+        raise NotImplementedError()
+
+
+STUBS = [(check, stub) for check in ROPE_CHECKS] + [(check, RotaryStub) for check in ROTARY_CHECKS]
+# test_checks_rope verifies these checks on a kernel's record itself (seed=1, thorough).
+REPLAY: list = []
