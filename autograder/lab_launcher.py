@@ -46,8 +46,31 @@ def _stamp_python_version(folder: Path) -> None:
         nbformat.write(nb, notebook)
 
 
+MODEL_ANSWERS = "model_answers"  # work/'s read-only copy of solutions/, for self-study
+
+
+def sync_model_answers() -> bool:
+    """Refresh ``work/model_answers/``: a read-only copy of each instructor notebook, so that a
+    self-study learner reaches the model answers from the file browser (whose root is ``work/``).
+    Where the repository has no ``solutions/`` (a classroom release), there is none to show."""
+    notebooks = [paths.solution_notebook(i) for i in paths.notebook_ids()]
+    notebooks = [n for n in notebooks if n.is_file()]
+    if not notebooks:
+        return False
+    folder = paths.WORK_DIR / MODEL_ANSWERS
+    folder.mkdir(parents=True, exist_ok=True)
+    for notebook in notebooks:
+        target = folder / notebook.name
+        if target.exists():
+            target.chmod(0o644)
+        shutil.copyfile(notebook, target)
+        target.chmod(0o444)  # opened to read: JupyterLab says it is read-only
+    return True
+
+
 def sync_work_dir() -> list[str]:
-    """Copy each course folder or file missing from ``work/``; return the names copied."""
+    """Copy each course folder or file missing from ``work/``; return the names copied. The
+    model answers are refreshed every time (:func:`sync_model_answers`)."""
     paths.WORK_DIR.mkdir(parents=True, exist_ok=True)
     copied = []
     for item in sorted(paths.COURSE_DIR.iterdir()):
@@ -60,6 +83,7 @@ def sync_work_dir() -> list[str]:
         else:
             shutil.copyfile(item, target)
         copied.append(item.name)
+    sync_model_answers()
     return copied
 
 

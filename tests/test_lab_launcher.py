@@ -133,3 +133,22 @@ def test_start_page_says_to_save_before_check():
     )
     interval = overrides["@jupyterlab/docmanager-extension:plugin"]["autosaveInterval"]
     assert f"autosaves every {interval} seconds" in commands
+
+
+def test_model_answers_are_a_read_only_copy_in_work_and_absent_without_solutions(
+    launched, work, first_notebook, monkeypatch, tmp_path
+):
+    main(["lab"])
+    answers = work / lab_launcher.MODEL_ANSWERS / f"{first_notebook}.ipynb"
+    assert answers.read_bytes() == paths.solution_notebook(first_notebook).read_bytes()
+    assert not answers.stat().st_mode & 0o222, "read-only"
+    main(["lab"])  # refreshed, not refused
+    assert (
+        paths.find_learner_notebook(work, first_notebook) != answers
+    )  # check grades the learner's
+    classroom = tmp_path / "classroom_work"
+    monkeypatch.setattr(paths, "WORK_DIR", classroom)
+    monkeypatch.setattr(paths, "SOLUTIONS_DIR", tmp_path / "no_solutions")
+    monkeypatch.setattr(paths, "notebook_ids", lambda: [first_notebook])
+    assert lab_launcher.sync_model_answers() is False
+    assert not (classroom / lab_launcher.MODEL_ANSWERS).exists()
