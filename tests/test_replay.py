@@ -15,6 +15,7 @@ import torch
 from mistakes import catalogues
 
 from autograder.checks.replay import cells, remote
+from autograder.kernel.recorder import Refs
 
 # The catalogues that declare checks to replay (``REPLAY``): the correct implementations of those
 # checks, and every mistake whose check is a plain ``check_*`` taking one learner function.
@@ -210,3 +211,69 @@ def test_test_cells_parse_into_check_calls_only():
     assert [c.check for c in calls] == ["check_a", "check_b"]
     with pytest.raises(ValueError):
         cells.parse_test_cell("import os\ncheck_a(f)")
+
+
+# ------------------------------------------- the kernel's ref table: memory, not names, is a value
+
+
+def _registered_then_moved() -> tuple[Refs, int, torch.nn.Parameter, torch.Tensor]:
+    """A watched parameter as the server leaves it between two calls of a statement: registered,
+    then given the grader's next state with ``.data =`` (no operator sees that)."""
+    refs = Refs()
+    weight = torch.nn.Parameter(torch.randn(16, 16))
+    ref = refs.register(weight)
+    old = weight.detach()  # still views the memory the ref was registered with
+    weight.data = torch.zeros(16, 16)
+    return refs, ref, weight, old
+
+
+def test_a_tensor_moved_by_data_assignment_no_longer_names_its_old_memory():
+    refs, ref, weight, old = _registered_then_moved()
+    assert refs.find(old) is None  # its memory now belongs to no registered tensor
+    assert refs.find(weight) is None  # the same object, other memory: not what ``ref`` recorded
+    again = refs.register(weight)  # as the server does before the next call
+    assert refs.find(weight) == again != ref
+
+
+def test_memory_a_moved_tensor_left_is_not_reused_while_the_table_lives():
+    """The flaky refutation of correct work: the old memory freed, the next allocation of that
+    size landed on its address, and a fresh ``Parameter`` there resolved to the moved ref."""
+    refs, ref, weight, old = _registered_then_moved()
+    address = old.data_ptr()
+    del old
+    fresh = [torch.empty(16, 16) for _ in range(64)]  # malloc hands a freed block out again
+    assert all(t.data_ptr() != address for t in fresh)
+    assert all(refs.find(torch.nn.Parameter(t)) is None for t in fresh)
+
+
+def test_empty_tensors_are_told_apart():
+    refs = Refs()
+    first, second = torch.empty(0, 5), torch.empty(0, 5)  # both at address 0
+    ref = refs.register(first)
+    assert refs.find(first.detach()) == ref
+    assert refs.find(second.detach()) is None
+
+
+def _convert_by_data(mha, num_kv_heads):
+    """A correct conversion that assigns ``.data`` instead of ``copy_``."""
+    C, nh = mha.q_proj.in_features, mha.num_heads
+    converted = gqa.GQAManual(C, nh, num_kv_heads, bias=mha.q_proj.bias is not None)
+    for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+        mine, theirs = getattr(converted, name), getattr(mha, name)
+        for part in ("weight", "bias"):
+            source = getattr(theirs, part)
+            if source is None:
+                continue
+            value = source.detach().clone()
+            if name in ("k_proj", "v_proj"):
+                value = gqa.pool_view_mean(source.detach(), nh, num_kv_heads)
+            getattr(mine, part).data = value
+    return converted
+
+
+def test_a_parameter_given_new_data_is_seen_with_it():
+    """``p.data = x`` runs no operator: the record must name x's memory, not p's old one."""
+    assert _direct(gqa.checks.check_mha_to_gqa, _convert_by_data) == ["passed", ""]
+    source = "check_mha_to_gqa(fn, seed=1, thorough=True)"
+    verdict = cells.verify_cell(source, cells.InProcessKernel({"fn": _convert_by_data}))
+    assert verdict.status == "verified", verdict

@@ -63,36 +63,60 @@ def invoke(fn: Callable[..., Any], args: tuple, kwargs: dict) -> tuple:
 
 
 def _key(t: torch.Tensor) -> tuple:
-    """Tensors that view the same memory the same way are the same value."""
+    """Tensors that view the same memory the same way are the same value.
+
+    Memory is named by its address; a storage of no bytes has none (every empty tensor's is 0),
+    so it is named by the storage itself. Both are unique only among live storages: :class:`Refs`
+    keeps every storage it has seen alive.
+    """
     if t.device.type == "meta":
         return ("id", id(t))
-    return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype)
+    storage = t.untyped_storage()
+    where = storage.data_ptr() or ("storage", storage._cdata)
+    return (where, t.storage_offset(), tuple(t.shape), t.stride(), t.dtype)
 
 
 class Refs:
-    """Numbers every tensor seen in a statement; keeps them alive so memory is not reused.
+    """Numbers every tensor seen in a statement; keeps its memory alive so it is not reused.
 
     A tensor is found by identity first: autograd's own ``detach`` of a saved output has the same
-    memory layout as the output, and must not stand in for it. Memory layout is the fallback.
+    memory layout as the output, and must not stand in for it. Memory layout is the fallback (a
+    ``Parameter`` wrapping an operator's output, ``.data``), among the tensors that still view
+    that memory that way: the first one registered.
+
+    Neither a Python tensor nor its address names memory for good. ``t.data = other`` (how the
+    server gives every watched module the grader's state before each call; learner code may do
+    it too) points the same object at other memory without any operator, and frees the old
+    memory unless something holds it: the allocator then hands its address to the next tensor of
+    that size, whose layout equals the old entry's. So each ref keeps the storage it was
+    registered with alive (an address in the table is never reused while the table lives), and a
+    ref stands for a tensor only while that tensor still has the layout it was registered with.
     """
 
     def __init__(self):
         self.by_id: dict[int, int] = {}
-        self.by_key: dict[tuple, int] = {}
+        self.by_key: dict[tuple, list[int]] = {}
         self.alive: list[torch.Tensor] = []
+        self.keys: list[tuple] = []  # each ref's layout when registered
+        self.storages: list[Any] = []  # each ref's storage, alive even if its tensor moves
 
     def register(self, t: torch.Tensor) -> int:
+        key = _key(t)
         self.alive.append(t)
+        self.keys.append(key)
+        self.storages.append(None if t.device.type == "meta" else t.untyped_storage())
         ref = len(self.alive) - 1
         self.by_id[id(t)] = ref
-        self.by_key.setdefault(_key(t), ref)
+        self.by_key.setdefault(key, []).append(ref)
         return ref
 
     def find(self, t: torch.Tensor) -> int | None:
+        key = _key(t)
         ref = self.by_id.get(id(t))
-        if ref is not None and self.alive[ref] is t:
+        if ref is not None and self.alive[ref] is t and self.keys[ref] == key:
             return ref
-        return self.by_key.get(_key(t))
+        # only a ref whose tensor still views that memory that way (registered with ``key``)
+        return next((r for r in self.by_key.get(key, ()) if _key(self.alive[r]) == key), None)
 
     def outputs(self, tree: Any) -> Any:
         return map_tree(
