@@ -12,7 +12,7 @@ import json
 
 import pytest
 import torch
-from mistakes import catalogues
+from mistakes import catalogues, gqa
 
 from autograder.checks.replay import cells, remote
 from autograder.kernel.recorder import Refs
