@@ -43,8 +43,8 @@ def graded(tmp_path_factory):
     flood = _copy(correct)
     flood.cells.append(
         nbformat.v4.new_code_cell(
-            "try:\n    raise ValueError('e' * 20_000_000)\nexcept ValueError:\n"
-            "    for _ in range(200):\n        get_ipython().showtraceback()\n"
+            "try:\n    raise ValueError('e' * 4_000_000)\nexcept ValueError:\n"
+            "    for _ in range(40):\n        get_ipython().showtraceback()\n"
         )
     )
     notebooks_of = {
