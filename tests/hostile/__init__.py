@@ -243,12 +243,12 @@ def catalogue(solution, release, places: dict[str, str]) -> list[Case]:
         ),
         Case(
             "huge_output",
-            "after the tests: 10 MB printed in small pieces, then 100 MB in one piece",
+            "after the tests: 10 MB printed in small pieces, then 24 MB in one piece",
             Expect(score=FULL, note="cut at the cap"),
             _append(
                 _copy(nb),
                 "for _i in range(10**5):\n    print('y' * 100)\n",
-                "print('x' * (100 * 1024**2))\n",
+                "print('x' * (24 * 1024**2))\n",  # over the 16 MiB cap of a whole notebook
             ),
         ),
         Case(
