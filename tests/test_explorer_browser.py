@@ -12,7 +12,12 @@ a temporary folder. Then, as a learner would:
   end (plots and sliders rendered) past the failing test cells: a passing test cell shows its
   ``✓`` line, a failing one its one-sentence diagnosis; Validate leads with a score;
 - notebook 07 (solved, ``MHA_COURSE_QUICK=1``) shows the head explorer, live, with no static copy
-  of its figure, and clicking another head changes the figure.
+  of its figure, and clicking another head changes the figure;
+- the save-check-read loop: break ``softmax`` and run its test (one-line diagnosis), ``check``
+  before saving (it names the saved file and its time, and says to save first; while the tab is
+  still unsaved it grades the old file), save, ``check`` again (the new score), Validate (the
+  score first); notebook 03's alignment widget before its exercise is written says so in one
+  line.
 
 Screenshots of each step are written to ``test-screenshots/`` at the repository root (or to
 ``$BROWSER_SCREENSHOTS``) for a person to look at. Uses the system's Chromium (never
@@ -327,4 +332,86 @@ def test_explorer_renders_and_responds(lab):
     shot = SCREENSHOTS / "6-explorer.png"
     explorer.screenshot(path=str(shot))
     assert shot.stat().st_size > 10_000
+    page.close()
+
+
+def _check(work: Path) -> str:
+    """``python -m autograder check 01`` as a learner types it in a terminal in ``work/``."""
+    done = subprocess.run(
+        [sys.executable, "-m", "autograder", "check", FIRST[:2]],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    return done.stdout + done.stderr
+
+
+def test_save_check_read_loop(lab):
+    """Break an exercise, run its test, ``check`` before and after saving, Validate; then notebook
+    03's widget with its exercise unfinished."""
+    new_page, work, _ = lab
+    page = new_page(f"/lab/tree/{FIRST}/{FIRST}.ipynb?reset")
+    _open_notebook(page)
+    _run_all(page)  # the set-up and every cell, as the learner left them
+    editor = _cell(page, "def softmax(").locator(".cm-content")
+    editor.click()
+    page.keyboard.press("Control+a")
+    page.keyboard.insert_text(
+        "def softmax(x, dim=-1):\n    return x.exp()  # broken: no division\n"
+    )
+    page.keyboard.press("Shift+Enter")  # the answer cell, then its test cell
+    page.keyboard.press("Shift+Enter")
+    test = _cell(page, "check_softmax_values(softmax)").locator(".jp-OutputArea")
+    page.wait_for_function(
+        "el => /softmax/.test(el.textContent) && !/✓/.test(el.textContent)",
+        arg=test.element_handle(),
+        timeout=60_000,
+    )
+    _shot(page, "loop-1-broken-test")
+    broken = test.text_content()
+    assert "Traceback" not in broken and "_core.py" not in broken, broken
+
+    before = _check(work)  # not saved yet (unless autosave came first)
+    unsaved = page.locator("li.lm-TabBar-tab.jp-mod-current.jp-mod-dirty").count() == 1
+    assert "check grades the saved file: save first (Ctrl+S)" in before, before
+    assert f"{FIRST}.ipynb, saved " in before, before
+    if unsaved:  # the file still holds the correct softmax that was saved
+        assert f"{FIRST}.ipynb: 4 / 10 points" in before, before
+
+    page.keyboard.press("Control+s")
+    page.wait_for_selector("li.lm-TabBar-tab.jp-mod-current:not(.jp-mod-dirty)")
+    after = _check(work)
+    assert f"{FIRST}.ipynb: 0 / 10 points" in after, after  # the saved, broken softmax
+    assert "softmax" in after.split("points", 1)[1], after
+
+    page.click(".jp-Toolbar-item:has-text('Validate')")
+    dialog = page.locator(".jp-Dialog-content")
+    dialog.wait_for(timeout=180_000)
+    page.wait_for_function(
+        "() => !/[Vv]alidating/.test(document.querySelector('.jp-Dialog-content').innerText)",
+        timeout=180_000,
+    )
+    _shot(page, "loop-2-validate")
+    assert re.search(r"Score: 0 / \d+ points", dialog.inner_text()), dialog.inner_text()[:300]
+    page.keyboard.press("Escape")
+    page.close()
+
+    masks = "03_masking"
+    page = new_page(f"/lab/tree/{masks}/{masks}.ipynb?reset")
+    _open_notebook(page)
+    _run_all(page)  # an untouched notebook: the widget's exercise is not written
+    widget_cell = _cell(page, "causal_alignment_widget(causal_mask")
+    out = widget_cell.locator(".jp-Cell-outputArea")  # the widget's own output is inside it
+    widget_cell.scroll_into_view_if_needed()
+    deadline = time.monotonic() + 60
+    while "needs `causal_mask`" not in (out.text_content() or ""):
+        if time.monotonic() > deadline:
+            _shot(page, "loop-3-widget-unfinished")
+            pytest.fail(f"the widget shows: {out.text_content()!r}")
+        time.sleep(1)
+    _shot(page, "loop-3-widget-unfinished")
+    shown = out.text_content()
+    assert "Traceback" not in shown and "autograder/" not in shown, shown
     page.close()
