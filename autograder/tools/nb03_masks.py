@@ -66,9 +66,11 @@ def plot_mask(
     ax.imshow(m > 0, cmap=_MASK_COLOURS, vmin=0, vmax=1)
     label_grid(ax, T, S, query_labels, key_labels, "query", "key")
     if annotate if annotate is not None else T * S <= 400:
-        write_cells(ax, m > 0, lambda v: "T" if v else "F", lambda v: "white" if v else "#999999")
+        # one letter per cell, big enough to read at a glance; dark on the light grey of "F"
+        letter = lambda v: "T" if v else "F"  # noqa: E731
+        write_cells(ax, m > 0, letter, lambda v: "white" if v else "#333333", fontsize=10)
     if title:
-        ax.set_title(title, fontsize=9)
+        ax.set_title(title, fontsize=11)
     return ax
 
 

@@ -27,7 +27,7 @@ def _box(ax: Axes, x: float, y: float, text: str, colour, edge: str = "black") -
     ax.add_patch(
         plt.Rectangle((x - 0.4, y - 0.3), 0.8, 0.6, facecolor=colour, edgecolor=edge, alpha=0.75)
     )
-    ax.text(x, y, text, ha="center", va="center", fontsize=8)
+    ax.text(x, y, text, ha="center", va="center", fontsize=10)
 
 
 def plot_head_sharing(num_heads: int = 8, kv_heads: Sequence[int] = (8, 2, 1)) -> Figure:
@@ -36,7 +36,8 @@ def plot_head_sharing(num_heads: int = 8, kv_heads: Sequence[int] = (8, 2, 1)) -
     Query head ``h`` reads kv head ``h // n_rep``; colour = kv head. ``nkv = nh`` is multi-head
     attention, ``nkv = 1`` multi-query attention, anything between grouped-query attention.
     """
-    fig, axes = plt.subplots(1, len(kv_heads), figsize=(4.2 * len(kv_heads), 2.6), squeeze=False)
+    # about 9.6 in wide: drawn at its own size in a 1400 px window, so the labels stay legible
+    fig, axes = plt.subplots(1, len(kv_heads), figsize=(3.2 * len(kv_heads), 2.6), squeeze=False)
     for ax, nkv in zip(axes[0], kv_heads, strict=True):
         if num_heads % nkv:
             raise ValueError(f"num_heads={num_heads} is not divisible by nkv={nkv}")
@@ -52,7 +53,7 @@ def plot_head_sharing(num_heads: int = 8, kv_heads: Sequence[int] = (8, 2, 1)) -
         ax.set_title(
             f"{kind}: {num_heads} query heads, {nkv} kv head{'s' * (nkv > 1)}\n"
             f"KV cache = {nkv}/{num_heads} of MHA's",
-            fontsize=9,
+            fontsize=10,
         )
         ax.set_xlim(-0.7, num_heads - 0.3)
         ax.set_ylim(-0.5, 2.5)

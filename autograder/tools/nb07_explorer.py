@@ -50,7 +50,8 @@ def draw_head(
     w = to_numpy(weights)
     T = w.shape[0]
     panels = ["heatmap", "lines"] if view == "both" else [view]
-    fig = Figure(figsize=(6.4 * len(panels), 5.6))
+    # one panel alone is drawn smaller: shown at its own size it still fits a laptop screen
+    fig = Figure(figsize=(12.8, 5.6) if len(panels) == 2 else (5.2, 4.6))
     axes = fig.subplots(1, len(panels), squeeze=False)
     ticks, labels = _thin(tokens)
     upright = max(map(len, labels), default=0) <= 3  # single letters read best unrotated
@@ -281,6 +282,8 @@ class HeadExplorer:
         )
         self.figure = draw_head(w, toy_data.decode(ids), title, self.view.value)
         self.image.value = _png(self.figure)
+        width = round(self.figure.get_figwidth() * _DPI)
+        self.image.layout.width = f"{width}px"  # its own size: never stretched to the output
         self.draws += 1
         if self.table.value:
             self.table.value = _table_html(

@@ -40,11 +40,11 @@ def label_grid(ax: Axes, T: int, S: int, query_labels, key_labels, ylabel: str, 
     ax.set_ylabel(ylabel)
 
 
-def write_cells(ax: Axes, values, text: Callable, colour: Callable) -> None:
+def write_cells(ax: Axes, values, text: Callable, colour: Callable, fontsize: float = 7) -> None:
     """Write ``text(v)`` in ``colour(v)`` at the centre of each cell of a 2-D array."""
     for t, row in enumerate(values):
         for s, v in enumerate(row):
-            ax.text(s, t, text(v), ha="center", va="center", fontsize=7, color=colour(v))
+            ax.text(s, t, text(v), ha="center", va="center", fontsize=fontsize, color=colour(v))
 
 
 def attention_heatmap(
