@@ -18,7 +18,6 @@ shown. Widgets use :func:`describe` for the same line inside their output.
 from __future__ import annotations
 
 import re
-import traceback
 
 _waiting: list[str] = []  # the unfinished exercises that stopped a cell, latest last
 
@@ -31,20 +30,18 @@ def unfinished_exercise(exc: BaseException) -> str | None:
     """The learner's function or class whose stub raised ``exc``, or None."""
     if type(exc) is not NotImplementedError or exc.args:
         return None
-    frames = traceback.extract_tb(exc.__traceback__)
-    if not frames or _is_course_file(frames[-1].filename):
-        return None
-    frame = frames[-1]
-    qualname = frame.name
     tb = exc.__traceback__
-    while tb.tb_next is not None:
+    if tb is None:
+        return None
+    while tb.tb_next is not None:  # the innermost frame: where the stub raised
         tb = tb.tb_next
     code = tb.tb_frame.f_code
-    qualname = getattr(code, "co_qualname", qualname)
-    owner, _, method = qualname.rpartition(".")
+    if _is_course_file(code.co_filename):
+        return None
+    owner, _, method = code.co_qualname.rpartition(".")
     if owner and method in ("__init__", "forward", "__call__"):
         return owner.split(".")[-1]
-    return qualname.split(".")[-1]
+    return code.co_qualname.split(".")[-1]
 
 
 def describe(exc: BaseException) -> str:
