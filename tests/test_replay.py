@@ -277,3 +277,40 @@ def test_a_parameter_given_new_data_is_seen_with_it():
     source = "check_mha_to_gqa(fn, seed=1, thorough=True)"
     verdict = cells.verify_cell(source, cells.InProcessKernel({"fn": _convert_by_data}))
     assert verdict.status == "verified", verdict
+
+
+def _thread_scales(weight: torch.Tensor, factor: float) -> None:
+    """Change a kernel tensor from another thread: no dispatch mode records it there."""
+    import threading
+
+    worker = threading.Thread(target=lambda: weight.data.mul_(factor))
+    worker.start()
+    worker.join()
+
+
+def test_kernel_side_changes_between_calls_win_nothing():
+    """The grader sends a module's tensors only when they changed on its side, so a kernel that
+    corrupts its own copy keeps the corruption. That can only cost the learner: the recorded
+    operators are recomputed on the grader's tensors. Honest maths with corrupted kernel weights
+    still verifies; wrong maths hidden by kernel-only weights is refuted."""
+    from mistakes.multihead import MHASeparate
+
+    class Corrupts(MHASeparate):
+        def forward(self, query, key=None, value=None, mask=None):
+            out = super().forward(query, key, value, mask)
+            _thread_scales(self.q_proj.weight, 0.0)
+            return out
+
+    class Compensates(MHASeparate):
+        def forward(self, query, key=None, value=None, mask=None):
+            if not getattr(self, "_halved", False):  # q from 2x, q weights halved in the kernel
+                _thread_scales(self.q_proj.weight, 0.5)
+                self._halved = True
+            key = query if key is None else key
+            return super().forward(2 * query, key, query if value is None else value, mask)
+
+    source = "check_mha_matches_torch(fn, seed=1, thorough=True)"
+    honest = cells.verify_cell(source, cells.InProcessKernel({"fn": Corrupts}))
+    hidden = cells.verify_cell(source, cells.InProcessKernel({"fn": Compensates}))
+    assert honest.status == "verified", honest
+    assert hidden.status == "refuted", hidden
