@@ -49,11 +49,12 @@ class NotebookResult:
 
     @classmethod
     def from_summary(cls, notebook_id: str, summary: dict) -> NotebookResult:
-        """A notebook's part of ``grade``'s result file, back as a result (see
-        ``classroom.worker.notebook_summary``)."""
+        """A notebook's part of ``grade``'s result file (``classroom.worker.notebook_summary``),
+        or a result's own :meth:`to_json`, back as a result."""
         result = cls(summary["notebook"], notebook_id, stopped=summary.get("stopped"))
         result.cells = [CellResult(**cell) for cell in summary["cells"]]
         result.manual = list(summary.get("manual", []))
+        result.notes = list(summary.get("notes", []))
         result.total()
         return result
 

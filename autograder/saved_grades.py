@@ -16,7 +16,7 @@ from pathlib import Path
 from autograder import paths
 from autograder.classroom.files import files_digest, write_atomic
 from autograder.classroom.isolation import Limits
-from autograder.results import CellResult, NotebookResult
+from autograder.results import NotebookResult
 
 FOLDER = ".autograder-grades"
 VERSION = 1
@@ -52,13 +52,6 @@ def load(path: Path, limits: Limits) -> NotebookResult | None:
         data = json.loads(_file(path).read_text(encoding="utf-8"))
         if data["key"] != _key(path, limits):
             return None
-        saved = data["result"]
-        result = NotebookResult(saved["notebook"], data["notebook_id"])
-        result.cells = [CellResult(**cell) for cell in saved["cells"]]
-        result.manual = list(saved.get("manual", []))
-        result.stopped = saved.get("stopped")
-        result.notes = list(saved.get("notes", []))
-        result.total()
-        return result
+        return NotebookResult.from_summary(data["notebook_id"], data["result"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
