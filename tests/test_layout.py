@@ -45,22 +45,33 @@ def _imports(path: Path) -> list[tuple[str, list[str]]]:
     return [(m, names) for m, names in found if m == "autograder" or m.startswith("autograder.")]
 
 
+def _imported(path: Path) -> list[tuple[str, str]]:
+    """(module imported, what the source names) for each import in ``path``: ``from autograder
+    import checks`` imports the module ``autograder.checks``, ``from x import name`` module x."""
+    found = []
+    for module, names in _imports(path):
+        for name in names or [""]:
+            candidate = ROOT.parent / f"{module}.{name}".replace(".", "/")
+            is_module = name and (candidate.is_dir() or candidate.with_suffix(".py").exists())
+            found.append(
+                (f"{module}.{name}" if is_module else module, f"{module}.{name}".strip("."))
+            )
+    return found
+
+
+def _sources() -> list[Path]:
+    """The package's modules (``jupyter_config`` holds configuration files, not modules)."""
+    return [p for p in sorted(ROOT.rglob("*.py")) if "jupyter_config" not in p.parts]
+
+
 def _edges() -> list[tuple[str, str, str, str]]:
     """(importing package, imported package, file, what) for each cross-package import."""
     edges = []
-    for path in sorted(ROOT.rglob("*.py")):
-        if "jupyter_config" in path.parts:  # configuration files, not importable modules
-            continue
+    for path in _sources():
         source = _package(_module_name(path))
-        for module, names in _imports(path):
-            for name in names or [""]:
-                target_module = module
-                if name and (ROOT.parent / (module + "." + name).replace(".", "/")).exists():
-                    target_module = f"{module}.{name}"  # `from autograder import checks`
-                target = _package(target_module)
-                if target != source:
-                    what = f"{module}.{name}" if name else module
-                    edges.append((source, target, str(path.relative_to(REPO)), what))
+        for module, what in _imported(path):
+            if _package(module) != source:
+                edges.append((source, _package(module), str(path.relative_to(REPO)), what))
     return edges
 
 
@@ -156,23 +167,11 @@ def _layer(module: str) -> int | None:
 
 
 def _module_graph() -> dict[str, set[str]]:
-    """module -> the autograder modules it imports (``from autograder import x`` -> ``x``)."""
+    """module -> the autograder modules it imports."""
     graph = {}
-    for path in sorted(ROOT.rglob("*.py")):
-        if "jupyter_config" in path.parts:
-            continue
+    for path in _sources():
         here = _module_name(path)
-        targets = set()
-        for module, names in _imports(path):
-            for name in names or [""]:
-                candidate = ROOT.parent / f"{module}.{name}".replace(".", "/")
-                imported = (
-                    f"{module}.{name}"
-                    if name and (candidate.is_dir() or candidate.with_suffix(".py").exists())
-                    else module
-                )
-                targets.add(imported)
-        graph[here] = targets - {here}
+        graph[here] = {module for module, _ in _imported(path)} - {here}
     return graph
 
 
