@@ -66,12 +66,25 @@ def test_typed_and_long_inputs(explorer):
     assert explorer.text.value == toy_data.example_texts()["recall"] and not explorer.typo.value
 
 
+def test_typed_input_says_how_it_is_read(explorer):
+    """Spaces are no tokens: the line under the box shows what the model reads."""
+    explorer.text.value = "hello world"
+    assert "read as 11 tokens" in explorer.typo.value, explorer.typo.value
+    assert "&lt;s&gt; h e l l o w o r l d" in explorer.typo.value
+    explorer.text.value = "<s> A " + "qrstuv" * 20
+    assert f"cut to the model's {explorer.model.config.max_len}" in explorer.typo.value
+    explorer.example.value = "recall"
+    assert not explorer.typo.value
+
+
 def test_export_writes_png_and_svg_and_says_where(explorer):
     for fmt in ("png", "svg"):
         path = explorer.export(fmt)
         assert path.is_file() and path.stat().st_size > 1000
         assert str(path) in explorer.saved.value
     assert path.read_text().lstrip().startswith("<?xml")
+    explorer.head.value = (explorer.head.value + 1) % explorer.model.num_heads
+    assert not explorer.saved.value, "the saved file no longer shows the figure"
 
 
 def test_learner_functions_are_used_and_a_broken_one_falls_back():
@@ -90,6 +103,11 @@ def test_learner_functions_are_used_and_a_broken_one_falls_back():
     torch.testing.assert_close(ex.stats["entropy"], 2 * builtin["entropy"])
     torch.testing.assert_close(ex.stats["previous"], builtin["previous"])
     assert "raised NotImplementedError" in ex.note.value
+    assert ex.note.value.endswith("using the built-in one instead.</i>"), ex.note.value
+    both = HeadExplorer(model, entropy_fn=unfinished, previous_fn=unfinished, eval_batch=batch)
+    assert "your entropy function raised" in both.note.value
+    assert "your previous function raised" in both.note.value
+    assert both.note.value.endswith("using the built-in ones instead.</i>"), both.note.value
 
 
 def test_draw_head_thins_labels_of_long_inputs():

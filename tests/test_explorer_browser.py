@@ -16,8 +16,9 @@ a temporary folder. Then, as a learner would:
 - the save-check-read loop: break ``softmax`` and run its test (one-line diagnosis), ``check``
   before saving (it names the saved file and its time, and says to save first; while the tab is
   still unsaved it grades the old file), save, ``check`` again (the new score), Validate (the
-  score first); notebook 03's alignment widget before its exercise is written says so in one
-  line.
+  score first, every diagnosis wrapped, none cut at the dialog's edge); notebook 03's alignment
+  widget before its exercise is written says so in one line; ``/lab`` with the workspace
+  ``make lab`` seeds opens the start page, not the Launcher.
 
 Screenshots of each step are written to ``test-screenshots/`` at the repository root (or to
 ``$BROWSER_SCREENSHOTS``) for a person to look at. Uses the system's Chromium (never
@@ -28,6 +29,7 @@ otherwise.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import secrets
@@ -43,7 +45,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import nbcell, paths
+from autograder import lab_launcher, nbcell, paths
 
 pytestmark = pytest.mark.slow
 
@@ -351,7 +353,7 @@ def _check(work: Path) -> str:
 def test_save_check_read_loop(lab):
     """Break an exercise, run its test, ``check`` before and after saving, Validate; then notebook
     03's widget with its exercise unfinished."""
-    new_page, work, _ = lab
+    new_page, work, log = lab
     page = new_page(f"/lab/tree/{FIRST}/{FIRST}.ipynb?reset")
     _open_notebook(page)
     _run_all(page)  # the set-up and every cell, as the learner left them
@@ -395,6 +397,9 @@ def test_save_check_read_loop(lab):
     )
     _shot(page, "loop-2-validate")
     assert re.search(r"Score: 0 / \d+ points", dialog.inner_text()), dialog.inner_text()[:300]
+    boxes = page.evaluate(_DIAGNOSIS_BOXES)
+    assert boxes and all(b["wrap"] == "pre-wrap" for b in boxes), boxes  # the course's styles
+    assert not [b for b in boxes if b["scroll"] > b["width"] + 1], boxes  # none clipped
     page.keyboard.press("Escape")
     page.close()
 
@@ -415,3 +420,21 @@ def test_save_check_read_loop(lab):
     shown = out.text_content()
     assert "Traceback" not in shown and "autograder/" not in shown, shown
     page.close()
+
+    # `make lab` seeds JupyterLab's workspace with the start page: `/lab`, opened or reloaded,
+    # shows it (this server keeps its workspaces in a scratch folder: seed that one).
+    from jupyterlab_server.workspaces_handler import WorkspacesManager
+
+    workspaces = WorkspacesManager(str(log.parent / "ws"))
+    workspaces.save("default", json.dumps(lab_launcher.start_page_workspace()))
+    page = new_page("/lab")
+    page.wait_for_selector(".jp-RenderedMarkdown h1:has-text('Start here')")
+    assert page.locator(".jp-Launcher").count() == 0, "the Launcher opened, not the start page"
+    page.wait_for_selector(f".jp-DirListing-item:has-text('{FIRST}')")  # and the files beside it
+    _shot(page, "loop-4-lab-start-page")
+    page.close()
+
+
+# Each diagnosis box of nbgrader's Validate dialog: its white-space and whether it is cut.
+_DIAGNOSIS_BOXES = """() => [...document.querySelectorAll('#validation-message pre')].map(p => ({
+  wrap: getComputedStyle(p).whiteSpace, scroll: p.scrollWidth, width: p.clientWidth}))"""

@@ -152,3 +152,20 @@ def test_model_answers_are_a_read_only_copy_in_work_and_absent_without_solutions
     monkeypatch.setattr(paths, "notebook_ids", lambda: [first_notebook])
     assert lab_launcher.sync_model_answers() is False
     assert not (classroom / lab_launcher.MODEL_ANSWERS).exists()
+
+
+def test_the_course_styles_are_served_to_jupyterlab():
+    """The server settings load ``custom/custom.css`` (Validate's diagnoses wrap; the browser
+    test measures that none is cut), from the folder the server's tornado settings name."""
+    from traitlets.config import Config, PyFileConfigLoader
+
+    loader = PyFileConfigLoader("jupyter_server_config.py", path=str(lab_launcher.JUPYTER_CONFIG))
+    config: Config = loader.load_config()
+    assert config.LabApp.custom_css is True
+    settings = Config()
+    settings.ServerApp.tornado_settings = {}
+    settings.merge(config)
+    (folder,) = settings.ServerApp.tornado_settings["static_custom_path"]
+    css = (lab_launcher.JUPYTER_CONFIG / "custom" / "custom.css").read_text()
+    assert folder == str(lab_launcher.JUPYTER_CONFIG / "custom")
+    assert "#validation-message pre" in css and "pre-wrap" in css

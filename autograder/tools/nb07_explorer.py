@@ -123,6 +123,14 @@ def _table_html(
     )
 
 
+def _fallback_note(reasons: list[str]) -> str:
+    """The line under the figure when learner functions raised, naming each one replaced."""
+    if not reasons:
+        return ""
+    which = "the built-in ones" if len(reasons) > 1 else "the built-in one"
+    return f"<i>{html.escape('; '.join(reasons))}: using {which} instead.</i>"
+
+
 class HeadExplorer:
     """The explorer for a :class:`~autograder.tools.tiny_model.TinyTransformer`; show ``.widget``.
 
@@ -232,24 +240,25 @@ class HeadExplorer:
         return toy_data.encode(self.text.value)[: self.model.config.max_len]
 
     def _stat(self, name: str, weights: torch.Tensor) -> tuple[torch.Tensor, str]:
+        """The statistic ``name`` of ``weights``, and why the built-in one was used ("" if not)."""
         try:
             return self.fns[name](weights), ""
         except Exception as exc:  # noqa: BLE001 - a learner's unfinished function
             stats = nb07_head_stats
             builtin = {"entropy": stats.entropy, "previous": stats.previous_token}
-            return builtin[name](weights), f"your {name} function raised {type(exc).__name__}; "
+            return builtin[name](weights), f"your {name} function raised {type(exc).__name__}"
 
     @torch.no_grad()
     def _refresh_table(self) -> None:
         _, weights = self.model(self.batch.inputs, self.mask)  # n_layers x (B, nh, T, T)
         table = nb07_head_stats.head_table(weights, self.batch.inputs)
-        notes = ""
+        notes = []
         for name in ("entropy", "previous"):
             values = []
             for w in weights:
                 value, why = self._stat(name, w)
                 values.append(value.mean(0))
-                notes = notes if not why or why in notes else notes + why
+                notes += [why] if why and why not in notes else []
             table[name] = torch.stack(values).float()
         self.stats = table
         acc, loss = nb07_head_stats.accuracy_and_loss(self.model, self.batch, self.mask)
@@ -260,7 +269,7 @@ class HeadExplorer:
             f"({100 * (acc - self.base_acc):+.1f} points)"
         )
         self.table.value = _table_html(table, (self.layer.value, self.head.value), self.mask)
-        self.note.value = f"<i>{notes}using the built-in one.</i>" if notes else ""
+        self.note.value = _fallback_note(notes)
 
     @torch.no_grad()
     def _redraw(self, _change=None) -> None:
@@ -269,7 +278,8 @@ class HeadExplorer:
         except ValueError as exc:  # a typo in the typed input: say so, keep the last figure
             self.typo.value = f"<i>{html.escape(str(exc))}</i>"
             return
-        self.typo.value = ""
+        self.typo.value = self._read_as(ids)
+        self.saved.value = ""  # a new figure: the last saved file no longer shows it
         _, weights = self.model(ids[None], self.mask)  # n_layers x (1, nh, T, T)
         w = weights[self.layer.value][0, self.head.value]  # (T, T)
         entropy, _ = self._stat("entropy", w[None])
@@ -289,6 +299,19 @@ class HeadExplorer:
             self.table.value = _table_html(
                 self.stats, (self.layer.value, self.head.value), self.mask
             )
+
+    def _read_as(self, ids: torch.Tensor) -> str:
+        """For typed input: the tokens the model reads (each character is one, spaces are none),
+        so that "hello world" is seen to be the ten tokens h e l l o w o r l d after ``<s>``."""
+        if self.texts.get(self.example.value) == self.text.value:
+            return ""
+        tokens = html.escape(" ".join(toy_data.decode(ids)))
+        cut = len(toy_data.encode(self.text.value)) > len(ids)
+        limit = f", cut to the model's {len(ids)}" if cut else ""
+        return (
+            f"<i>read as {len(ids)} tokens{limit}: <code>{tokens}</code> (every character is one "
+            "token; spaces only separate them)</i>"
+        )
 
     def _pick_example(self, change) -> None:
         if change["new"] in self.texts:
