@@ -1,12 +1,11 @@
 """Shared helpers for the test suite."""
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
+import background
 import pytest
 
 from autograder import paths
@@ -72,60 +71,50 @@ def first_notebook() -> str:
     return ids[0]
 
 
-def _start_autograder(args: list[str], log):
-    command = [sys.executable, "-m", "autograder", *args]
-    return subprocess.Popen(
-        command, cwd=REPO, env=_environment(), stdout=log, stderr=log, start_new_session=True
-    )
-
-
-_CLASS_RUN = "class_run"
-_running = {}  # the class run started in the background, once collection is over
+def autograder_job(folder: Path, *args: str) -> background.Job:
+    """``python -m autograder ARGS`` started now, read later (:class:`background.Job`)."""
+    return background.Job([sys.executable, "-m", "autograder", *args], folder, REPO, _environment())
 
 
 def _tier(item) -> int:
-    """0: the fast tier; 1: tests that read the class run; 2: the rest of the slow tier."""
-    if _CLASS_RUN in getattr(item, "fixturenames", ()):
+    """0: the fast tier; 1: tests that read a background job; 2: the rest of the slow tier."""
+    if set(getattr(item, "fixturenames", ())) & set(background.STARTERS):
         return 1
     return 2 if item.get_closest_marker("slow") else 0
 
 
 def pytest_collection_modifyitems(config, items):
-    """The fast tier first, while the class run grades in the background; then the tests that
-    read it, which wait for it; then every other slow test, none of them beside a ``grade`` run
-    of the class run's (two runs at once would share the sandbox's kernel uids)."""
+    """The fast tier first, while the background jobs run; then the tests that read them, which
+    wait for them; then every other slow test, none of them beside the class run's ``grade``."""
     items.sort(key=_tier)  # stable: each tier keeps the files' order
 
 
 def pytest_collection_finish(session):
-    if session.config.option.collectonly or not paths.notebook_ids():
+    if session.config.option.collectonly:
         return
-    if any(_tier(item) == 1 for item in session.items):
-        from hostile.class_run import Running
-
-        _running[_CLASS_RUN] = Running(_class_run_folder(), _start_autograder)
-
-
-def _class_run_folder() -> Path:
-    return Path(tempfile.mkdtemp(prefix="mha-class-run-"))
+    used = {n for item in session.items for n in getattr(item, "fixturenames", ())}
+    for name in sorted(used & set(background.STARTERS)):
+        background.start(name)
 
 
 def pytest_sessionfinish(session):
-    if _CLASS_RUN in _running:
-        running = _running.pop(_CLASS_RUN)
-        running.stop()
-        shutil.rmtree(running.root, ignore_errors=True)
+    background.stop_all()
+
+
+@background.job("class_run")
+def _start_class_run(folder: Path) -> background.Job:
+    from hostile import class_run
+
+    return class_run.start(folder, autograder_job)
 
 
 @pytest.fixture(scope="session")
 def class_run():
     """The session's one ``grade`` run of every notebook's control and attacks
-    (:mod:`hostile.class_run`), shared by the hostile-replay, trust-boundary and validate tests;
-    started in the background when collection ended (``pytest_collection_finish``)."""
+    (:mod:`hostile.class_run`), shared by the hostile-replay, trust-boundary and validate tests:
+    a background job, started when collection ended."""
+    from hostile.class_run import read
+
     if not paths.notebook_ids():
         pytest.skip("no notebooks in solutions/")
-    if _CLASS_RUN not in _running:  # e.g. a test run from a debugger's own collection
-        from hostile.class_run import Running
-
-        _running[_CLASS_RUN] = Running(_class_run_folder(), _start_autograder)
-    return _running[_CLASS_RUN].result()
+    return read(background.start("class_run"))

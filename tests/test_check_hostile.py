@@ -9,6 +9,7 @@ import json
 import re
 import time
 
+import background
 import nbformat
 import pytest
 from hostile import (
@@ -24,7 +25,7 @@ from hostile import (
 from autograder import nbcell, paths
 from autograder.build import instructor_notebook_text
 from autograder.cli import main
-from conftest import autograder
+from conftest import autograder, autograder_job
 
 NB = "01_attention_from_scratch"
 CELL_TIMEOUT = 15  # the set-up cell imports torch in a fresh kernel: seconds on a busy machine
@@ -43,13 +44,22 @@ def _correct():
     return minimal(filled(release, solution))
 
 
-def _check(tmp_path, nb, name: str, *extra: str):
-    path = tmp_path / name / f"{NB}.ipynb"
+def _write(folder, nb, name: str) -> str:
+    path = folder / name / f"{NB}.ipynb"
     path.parent.mkdir()
     nbformat.write(nb, path)
+    return str(path)
+
+
+def _check(tmp_path, nb, name: str, *extra: str):
+    path = _write(tmp_path, nb, name)
     started = time.monotonic()
-    result = autograder("check", str(path), "--cell-timeout", str(CELL_TIMEOUT), *extra)
-    seconds = time.monotonic() - started
+    result = autograder("check", path, "--cell-timeout", str(CELL_TIMEOUT), *extra)
+    return _read(result, time.monotonic() - started, name)
+
+
+def _read(result, seconds: float, name: str):
+    """Check's output holds no traceback; print it for the log; (result, seconds)."""
     output = result.stdout + result.stderr
     assert "Traceback" not in output and not re.search(r"^\w+(Error|Exception):", output, re.M)
     print(f"\n{name}: exit {result.returncode} in {seconds:.0f} s\n{result.stdout}")
@@ -96,10 +106,8 @@ def test_repaired_structure_keeps_full_marks(tmp_path):
     assert any("cut at the size cap" in n for n in notes), notes
 
 
-@pytest.mark.slow
-def test_slow_cell_and_a_loop_that_ignores_interrupts(tmp_path):
-    """A cell over the time limit is interrupted and grading goes on; a loop that swallows
-    KeyboardInterrupt gets the kernel shut down: the tests after it score 0, each saying why."""
+def _start_slow_cell_check(folder):
+    """Two cells that wait (``check``'s time limits, nearly no CPU): a background job."""
     nb = _correct()
     insert_after(nb, SOFTMAX, "import time\ntime.sleep(600)\n")
     insert_after(
@@ -108,7 +116,26 @@ def test_slow_cell_and_a_loop_that_ignores_interrupts(tmp_path):
         "import time\nwhile True:\n    try:\n        time.sleep(0.1)\n"
         "    except KeyboardInterrupt:\n        pass\n",
     )
-    result, seconds = _check(tmp_path, nb, "ignores_interrupt")
+    path = _write(folder, nb, "ignores_interrupt")
+    return autograder_job(folder, "check", path, "--cell-timeout", str(CELL_TIMEOUT))
+
+
+if NB in paths.notebook_ids():
+    background.job("slow_cell_check")(_start_slow_cell_check)
+
+
+@pytest.fixture
+def slow_cell_check():
+    _correct()  # skips without notebook 01
+    job = background.start("slow_cell_check")
+    return _read(job.wait(), job.seconds, "ignores_interrupt")
+
+
+@pytest.mark.slow
+def test_slow_cell_and_a_loop_that_ignores_interrupts(slow_cell_check):
+    """A cell over the time limit is interrupted and grading goes on; a loop that swallows
+    KeyboardInterrupt gets the kernel shut down: the tests after it score 0, each saying why."""
+    result, seconds = slow_cell_check
     assert result.returncode == 1, result.stdout
     assert f"{NB}.ipynb: 4 / 10 points" in result.stdout
     assert "stopped early: the kernel did not stop when cell" in result.stdout

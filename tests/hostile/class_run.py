@@ -13,21 +13,19 @@ output, and attacks on the folder itself (symlinked folders, formula-like learne
 
 ``tests/test_hostile_replay.py``, ``tests/test_hostile_trust.py`` and ``tests/test_validate.py``
 read the same run through the ``class_run`` fixture (``conftest.py``), so no notebook is graded
-twice for them. The run starts in the background as soon as the session's tests are collected,
-and grades while the fast tier runs (a ``grade`` run keeps about 1.7 of 2 cores busy, the fast
-tier one); the tests that read it come first in the slow tier, before any other ``grade`` run.
+twice for them. It is a background job (``tests/background.py``): it grades while the fast tier
+runs.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import os
-import signal
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+from background import Job
 
 from autograder import paths
 from autograder.build import instructor_notebook_text
@@ -83,32 +81,20 @@ def write_submissions(subs: Path) -> None:
     _write_folder_attacks(subs)
 
 
-class Running:
-    """The class run, started with :meth:`start`; :meth:`result` waits for it and reads it."""
+def start(folder: Path, autograder_job) -> Job:
+    """Write the submissions under ``folder`` and start ``grade --jobs 2`` over them with
+    ``autograder_job(folder, *args)`` (``conftest``)."""
+    write_submissions(folder / "subs")
+    return autograder_job(
+        folder, "grade", str(folder / "subs"), "--out", str(folder / "out"), "--jobs", "2"
+    )
 
-    def __init__(self, root: Path, start):
-        """Write the submissions under ``root`` and start ``grade`` over them with
-        ``start(argv, log)`` (a ``subprocess.Popen`` writing its output to the open ``log``)."""
-        self.root, self.subs, self.out = root, root / "subs", root / "out"
-        write_submissions(self.subs)
-        self.log = open(root / "grade.log", "w+")  # a file: a pipe would fill and stop grade
-        argv = ["grade", str(self.subs), "--out", str(self.out), "--jobs", "2"]
-        self.process = start(argv, self.log)
-        self._result: ClassRun | None = None
 
-    def stop(self) -> None:
-        """Stop the run if it still runs (an interrupted session), its workers and kernels too."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-        self.log.close()
-
-    def result(self, timeout: float = 1800) -> ClassRun:
-        if self._result is None:
-            returncode = self.process.wait(timeout=timeout)
-            self.log.seek(0)
-            self._result = ClassRun(self.log.read(), returncode, *_read(self.out), self.out)
-        return self._result
+def read(job: Job) -> ClassRun:
+    """Wait for the run and read its results, gradebook CSV and output."""
+    done = job.wait()
+    out = job.folder / "out"
+    return ClassRun(done.stdout + done.stderr, done.returncode, *_read(out), out)
 
 
 def _read(out: Path) -> tuple[dict, list[dict]]:
