@@ -212,6 +212,19 @@ def _cell(page, code: str):
     return page.locator(f".jp-CodeCell:has(.jp-InputArea:has-text('{code}'))").first
 
 
+def _validate(page, shot: str):
+    """Click Validate, wait until the dialog shows its result, screenshot it; the dialog."""
+    page.click(".jp-Toolbar-item:has-text('Validate')")
+    dialog = page.locator(".jp-Dialog-content")
+    dialog.wait_for(timeout=180_000)
+    page.wait_for_function(
+        "() => !/[Vv]alidating/.test(document.querySelector('.jp-Dialog-content').innerText)",
+        timeout=180_000,
+    )
+    _shot(page, shot)
+    return dialog
+
+
 def _write_softmax(notebook: Path) -> None:
     """The learner has written ``softmax`` (the model answer), not yet the attention function."""
     nb = nbformat.read(notebook, as_version=4)
@@ -282,14 +295,7 @@ def test_first_hour(lab):
     failing.scroll_into_view_if_needed()
     _shot(page, "4-failing-check")
 
-    page.click(".jp-Toolbar-item:has-text('Validate')")
-    dialog = page.locator(".jp-Dialog-content")
-    dialog.wait_for(timeout=180_000)
-    page.wait_for_function(
-        "() => !/[Vv]alidating/.test(document.querySelector('.jp-Dialog-content').innerText)",
-        timeout=180_000,
-    )
-    _shot(page, "5-validate")
+    dialog = _validate(page, "5-validate")
     validate = dialog.inner_text().strip()
     page.keyboard.press("Escape")
     assert page.get_by_text("official Jupyter news").count() == 0, "the news popup appeared"
@@ -388,14 +394,7 @@ def test_save_check_read_loop(lab):
     assert f"{FIRST}.ipynb: 0 / 10 points" in after, after  # the saved, broken softmax
     assert "softmax" in after.split("points", 1)[1], after
 
-    page.click(".jp-Toolbar-item:has-text('Validate')")
-    dialog = page.locator(".jp-Dialog-content")
-    dialog.wait_for(timeout=180_000)
-    page.wait_for_function(
-        "() => !/[Vv]alidating/.test(document.querySelector('.jp-Dialog-content').innerText)",
-        timeout=180_000,
-    )
-    _shot(page, "loop-2-validate")
+    dialog = _validate(page, "loop-2-validate")
     assert re.search(r"Score: 0 / \d+ points", dialog.inner_text()), dialog.inner_text()[:300]
     boxes = page.evaluate(_DIAGNOSIS_BOXES)
     assert boxes and all(b["wrap"] == "pre-wrap" for b in boxes), boxes  # the course's styles
