@@ -2,7 +2,8 @@
 
 - :func:`one_thread`: PyTorch on one CPU thread, as a ``with`` block or a decorator;
 - :func:`record_torch_calls`: which torch functions and ATen operators a piece of code ran;
-- :func:`note_claimed_calls`: torch functions that learner code run in the kernel reported.
+- :func:`note_claimed_calls`: torch functions that learner code run in the kernel reported;
+- :func:`operator_packet`: the operator a recorded name calls, whatever overload it names.
 """
 
 from __future__ import annotations
@@ -99,3 +100,21 @@ def note_claimed_calls(names: list[str]) -> None:
     """
     for found in _LISTENING:  # marked, so that a rule names the recomputed operator first
         found.update(f"kernel::{str(n)[:120]}" for n in names[:200])
+
+
+def operator_packet(name: str) -> str | None:
+    """``namespace::operator`` when ``name`` calls a PyTorch operator, None otherwise.
+
+    An operator is one name whatever overload is called: ``aten::_softmax`` (what a dispatch
+    mode records), ``torch._ops.aten._softmax.default`` or ``torch._ops.aten._softmax`` (what a
+    torch-function mode records for ``torch.ops.aten._softmax.default(...)`` and for its packet)
+    and ``kernel::`` claims of either are all ``aten::_softmax``.
+    """
+    text = name.removeprefix("kernel::")
+    if text.startswith("torch._ops."):
+        parts = text.removeprefix("torch._ops.").split(".")
+        return f"{parts[0]}::{parts[1]}" if len(parts) > 1 and all(parts[:2]) else None
+    namespace, sep, rest = text.partition("::")
+    if sep and namespace.isidentifier() and rest:
+        return f"{namespace}::{rest.split('.')[0]}"
+    return None

@@ -68,7 +68,9 @@ def test_mistakes_are_refuted_with_the_checks_own_diagnosis(mistake):
         pytest.skip("caught by the visible test, not the hidden one")
     assert verdict.status == "refuted", verdict
     assert verdict.message and "\n" not in verdict.message
-    if not any(word in kernel[1] for word in ("built-in", "calls `")):
+    if "in place" in kernel[1]:  # the rerun works on copies: a write is the grader's finding
+        assert "changed its input in place" in verdict.message, verdict
+    elif not any(word in kernel[1] for word in ("built-in", "calls `")):
         assert verdict.message == kernel[1]  # names of Python functions are seen as ATen ops
 
 

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 import torch
 
 from autograder.kernel.recorder import invoke
+from autograder.torch_helpers import operator_packet
 
 from .replay import remote as replay
 
@@ -270,6 +271,13 @@ def check_mask_use(
 
 
 def find_calls(names: set[str], needles: Sequence[str]) -> list[str]:
-    """The recorded names whose last component (after the last '.' or '::') is in ``needles``."""
-    found = (n for n in names if n.replace("::", ".").rsplit(".", 1)[-1] in needles)
+    """The recorded names that call one of ``needles``: a function by its last component (after
+    the last '.' or '::'), an operator by its name whatever overload the call named
+    (``torch._ops.aten._softmax.default`` calls ``_softmax``)."""
+    found = (n for n in names if _called(n) in needles)
     return sorted(found, key=lambda n: ("::" in n, n))
+
+
+def _called(name: str) -> str:
+    packet = operator_packet(name)
+    return packet.partition("::")[2] if packet else name.replace("::", ".").rsplit(".", 1)[-1]

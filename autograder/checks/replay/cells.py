@@ -29,6 +29,7 @@ from autograder.kernel import server
 from autograder.kernel.codec import ReplayError, decode_value
 
 from . import operators, remote
+from .writes import InputWritten
 
 # One module per notebook, named after its number (nb01_attention ...): see the README.
 CHECKS_DIR = Path(__file__).resolve().parent.parent
@@ -155,7 +156,7 @@ def verify_cell(source: str, kernel: Callable[[bytes], str | None]) -> Verdict:
             _verify_statement(item, kernel)
     except AssertionError as err:  # a CheckFailure: the check's own sentence
         return Verdict("refuted", str(err))
-    except remote.KernelGone as err:
+    except (remote.KernelGone, InputWritten) as err:
         return Verdict("refuted", str(err))
     except ReplayError as err:
         return Verdict("refuted", f"the re-run did not match: {err}")

@@ -8,11 +8,22 @@ sees them only where a notebook adds them on purpose: :data:`SOFTMAX` (with the 
 on it) everywhere, since notebook 01's own rules name it; :data:`SDPA` where PyTorch's attention
 is allowed; :data:`MODEL` where learner code runs the tiny transformer. A check module sets
 what its checks allow in ``OPERATORS``; :data:`DEFAULT` otherwise.
+
+A check judges operators, not overloads: ``aten::_softmax`` is one name whichever overload ran.
+That holds for the torch functions the kernel says learner code called too (:func:`judge_claims`):
+``torch.ops.aten._scaled_dot_product_attention_math.default(...)`` decomposes into allowed
+operators before any dispatch mode sees it, but the call itself names the operator, and the
+check's list judges it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
+
+from autograder.kernel.codec import ReplayError
+from autograder.torch_helpers import operator_packet
 
 _VIEWS = """alias as_strided clone contiguous detach expand expand_as flatten lift_fresh
 movedim narrow permute reshape select slice split split_with_sizes squeeze t transpose unbind
@@ -81,6 +92,24 @@ FUSED = _names(
     native_layer_norm layer_norm native_dropout _flash_attention_forward
     _efficient_attention_forward _triton_multi_head_attention"""
 )
+
+
+def refuse_unless_allowed(allowed: frozenset[str], name: str) -> None:
+    """Raise :class:`ReplayError` naming the operator ``name`` unless ``allowed`` lets it run."""
+    if not allows(allowed, name):
+        what = "a fused built-in" if name in FUSED | SDPA else "an operator"
+        raise ReplayError(
+            f"your code ran {what} this exercise does not allow ({name.removeprefix('aten::')})"
+        )
+
+
+def judge_claims(allowed: frozenset[str], functions: Iterable) -> None:
+    """Refuse a call whose kernel reports calling an operator ``allowed`` does not hold, by any
+    of its overloads (``torch._ops.aten._softmax.default``): see the module docstring."""
+    for name in list(functions)[:200]:
+        packet = operator_packet(str(name)[:120])
+        if packet is not None:
+            refuse_unless_allowed(allowed, packet)
 
 
 def allows(allowed: frozenset[str], name: str) -> bool:

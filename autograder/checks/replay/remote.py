@@ -33,7 +33,7 @@ from autograder.kernel.codec import (
 )
 from autograder.torch_helpers import note_claimed_calls
 
-from . import operators, rebuild
+from . import operators, rebuild, writes
 from .rebuild import StandIn
 from .rerun import Rerun, quiet, ref_number
 
@@ -233,12 +233,16 @@ def _remote(session: Session, fn, args, kwargs, patches: dict) -> tuple:
         request = _request(session, fn, args, kwargs, modules, patches)
         watched = list(session.modules)
         inputs = dict(given + watched_inputs(session.modules))
+        copied = writes.copies(given, modules)  # the check's own tensors are never written
+        inputs.update(copied)
     record = session.ask(request).get("record")
     if not isinstance(record, dict):
         raise ReplayError("the kernel's reply is malformed")
     rerun = session.rerun
     has_inputs = bool(given)
     rerun.bind_inputs(record.get("inputs"), inputs)
+    operators.judge_claims(session.allowed, record.get("functions") or [])
+    rerun.protected = writes.storages(copied)
     rerun.run(record.get("ops"), has_inputs)
     note_claimed_calls(record.get("functions") or [])
     with quiet():

@@ -30,6 +30,7 @@ from autograder.kernel.codec import Opaque, ReplayError, decode_tensor, decode_v
 
 from . import operators
 from .budget import Budget, quiet
+from .writes import refuse_writes
 
 MAX_LITERALS = 32  # distinct literal numbers per call
 MAX_LIST = 16  # numbers in one list argument
@@ -45,6 +46,7 @@ class Rerun:
     derived: set = field(default_factory=set)
     budget: Budget = field(default_factory=Budget)
     read_inputs: bool = False  # this call read an input-derived value into Python (``.item()``)
+    protected: dict = field(default_factory=dict)  # the call's copied inputs' memory (.writes)
 
     def bind_inputs(self, refs: dict, given: dict) -> None:
         if not isinstance(refs, dict) or set(refs) != set(given):
@@ -76,16 +78,13 @@ class Rerun:
     def _one(self, entry: dict, literals: set) -> None:
         op = aten_op(entry.get("op"), entry.get("overload"))
         name = op._schema.name
-        if not operators.allows(self.allowed, name):
-            what = "a fused built-in" if name in operators.FUSED else "an operator"
-            raise ReplayError(
-                f"your code ran {what} this exercise does not allow ({name.removeprefix('aten::')})"
-            )
+        operators.refuse_unless_allowed(self.allowed, name)
         used: list = []
         args = self.decode(entry.get("args"), used)
         kwargs = self.decode(entry.get("kwargs"), used)
         if not isinstance(args, list) or not isinstance(kwargs, dict):
             raise ReplayError("the kernel's operator log is malformed")
+        refuse_writes(op, args, kwargs, self.protected)
         _count_literals(op, args, kwargs, literals)
         self.budget.charge(op, args, kwargs)
         try:
