@@ -9,9 +9,12 @@ Two things are added on the way, so the notebooks behave in JupyterLab as a lear
 - every test cell, every self-check (a locked check without points) and every demonstration
   cell between the exercises (which may use a function the learner has not written yet) is
   tagged ``raises-exception``: JupyterLab's Run All goes on past them to the plots and sliders
-  further down, while nbgrader still scores a failing test cell as failed. Answer cells and the
-  locked set-up cell are not tagged: an error there still stops Run All, as everything after
-  depends on them;
+  further down, while nbgrader still scores a failing test cell as failed. So is an answer cell
+  whose stub raises as soon as it runs (``answer_x = None`` then a top-level ``raise
+  NotImplementedError()``, as in notebooks 05 and 08): untouched, it would stop Run All at the
+  first question. Answer cells that define a function or class (their stub raises only when
+  called) and the locked set-up cell are not tagged: an error there still stops Run All, as
+  everything after depends on them;
 - the notebook carries the ``language_info`` JupyterLab writes when the kernel starts, so opening
   a notebook does not mark it "unsaved". Only the Python version is left out, as it depends on
   the learner's machine: ``make lab`` fills it in when it copies a notebook into ``work/``.
@@ -21,6 +24,7 @@ Pages that are not notebooks (``START_HERE.md``) are copied from ``solutions/`` 
 
 import filecmp
 import hashlib
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -43,10 +47,19 @@ LANGUAGE_INFO = {
 }
 
 
+# The stub nbgrader writes in place of a solution sits at the indentation of `### BEGIN SOLUTION`:
+# at column 0 it raises when the cell runs (the release shows the stub itself).
+_RAISES_WHEN_RUN = re.compile(r"^(### BEGIN SOLUTION|raise NotImplementedError\(\))", re.MULTILINE)
+
+
 def run_all_goes_on(cell) -> bool:
-    """A test cell, a self-check or a demonstration (a code cell nbgrader does not manage)."""
+    """A test cell, a self-check, a demonstration (a code cell nbgrader does not manage), or an
+    answer cell whose stub raises as soon as the cell runs (see the module docstring)."""
     return cell.cell_type == "code" and (
-        nbcell.is_test(cell) or nbcell.is_self_check(cell) or "nbgrader" not in cell.metadata
+        nbcell.is_test(cell)
+        or nbcell.is_self_check(cell)
+        or "nbgrader" not in cell.metadata
+        or (nbcell.is_answer(cell) and bool(_RAISES_WHEN_RUN.search(cell.source)))
     )
 
 

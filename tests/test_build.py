@@ -54,13 +54,17 @@ def test_check_names_a_stale_notebook(tmp_path, monkeypatch, first_notebook):
 
 @pytest.mark.parametrize("notebook_id", paths.notebook_ids())
 def test_release_suits_jupyterlab(notebook_id):
-    """Run All goes on past test and demo cells (not answers), opening adds no kernel metadata."""
+    """Run All goes on past test and demo cells and answer cells that raise when run (not
+    answers that define a function or class), opening adds no kernel metadata."""
     nb = nbformat.read(paths.release_notebook(notebook_id), as_version=4)
     assert nb.metadata.language_info == build.LANGUAGE_INFO  # the version is added by `make lab`
     tagged = [build.RUN_ALL_GOES_ON in c.metadata.get("tags", []) for c in nb.cells]
     assert tagged == [build.run_all_goes_on(c) for c in nb.cells] and any(tagged)
     answers = [c for c in nb.cells if nbcell.is_answer(c)]
-    assert not any(build.RUN_ALL_GOES_ON in c.metadata.get("tags", []) for c in answers)
+    assert answers
+    for cell in answers:  # only a stub at the top level raises when run: Run All goes on past it
+        top_level_stub = "\nraise NotImplementedError()" in f"\n{cell.source}"
+        assert (build.RUN_ALL_GOES_ON in cell.metadata.get("tags", [])) == top_level_stub
 
 
 def test_start_page_is_released():

@@ -2,9 +2,11 @@
 
 - Every instructor notebook runs without an error.
 - Every learner notebook, untouched (no exercise done), runs top to bottom with JupyterLab's Run
-  All semantics (each cell runs, errors or not): no traceback, in a cell or inside a widget,
-  shows a frame of the course's own code (``autograder/``), and an example that needs an
-  unwritten exercise, or a name such a cell left undefined, says so in one line.
+  All semantics: a cell's error stops the run unless the cell carries the ``raises-exception``
+  tag (nbclient honours it as JupyterLab does), and every code cell must get an execution count.
+  No traceback, in a cell or inside a widget, shows a frame of the course's own code
+  (``autograder/``), and an example that needs an unwritten exercise, or a name such a cell
+  left undefined, says so in one line.
 
 The notebooks run two at a time in worker processes (their kernels are single-threaded, and the
 machine has two cores); each test then reads its notebook's outcome.
@@ -66,6 +68,7 @@ def release_problems(notebook_id: str) -> list[str]:
     """Run the untouched learner notebook as Run All does; what a learner should not see."""
     import nbformat
     from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
 
     _kernel_environment()
     os.environ["MHA_COURSE_QUICK"] = "1"
@@ -74,11 +77,17 @@ def release_problems(notebook_id: str) -> list[str]:
         nb,
         timeout=300,
         kernel_name="python3",
-        allow_errors=True,
         resources={"metadata": {"path": str(paths.COURSE_DIR / notebook_id)}},
     )
-    client.execute()
     problems = []
+    try:  # allow_errors stays False: an untagged cell's error stops the run, as in JupyterLab
+        client.execute()
+    except CellExecutionError as err:
+        last = re.sub(r"\x1b\[[0-9;]*m", "", str(err)).strip().splitlines()[-1]
+        problems.append(f"Run All stops: {last[:300]}")
+    unrun = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and not c.execution_count]
+    if unrun:
+        problems.append(f"{len(unrun)} code cells never ran (no execution count), from {unrun[0]}")
     for where, output in _shown_outputs(nb):
         if output.get("output_type") == "error":
             lines = list(output.get("traceback", []))

@@ -10,6 +10,10 @@ those two errors as one line each:
   run this cell again.``
 - ```torch_mha` is not defined: the cell that defines it stopped, as it needs `MultiHeadAttention`
   …``
+- an answer cell that is itself the stub (``answer_x = None`` then ``raise
+  NotImplementedError()``, notebooks 05 and 08) is named by the variables it sets: not answered
+  yet, or answered (its test cell and the grade count the value) with the ``raise`` line still to
+  delete.
 
 The error itself is unchanged (its name and message, which nbgrader grades by), only what is
 shown. Widgets use :func:`describe` for the same line inside their output.
@@ -17,7 +21,9 @@ shown. Widgets use :func:`describe` for the same line inside their output.
 
 from __future__ import annotations
 
+import dis
 import re
+import types
 
 _waiting: list[str] = []  # the unfinished exercises that stopped a cell, latest last
 
@@ -26,8 +32,8 @@ def _is_course_file(filename: str) -> bool:
     return "/autograder/" in filename.replace("\\", "/") or "/site-packages/" in filename
 
 
-def unfinished_exercise(exc: BaseException) -> str | None:
-    """The learner's function or class whose stub raised ``exc``, or None."""
+def _stub_frame(exc: BaseException) -> types.FrameType | None:
+    """The learner's frame where a bare ``raise NotImplementedError()`` raised ``exc``, or None."""
     if type(exc) is not NotImplementedError or exc.args:
         return None
     tb = exc.__traceback__
@@ -35,17 +41,53 @@ def unfinished_exercise(exc: BaseException) -> str | None:
         return None
     while tb.tb_next is not None:  # the innermost frame: where the stub raised
         tb = tb.tb_next
-    code = tb.tb_frame.f_code
-    if _is_course_file(code.co_filename):
+    return None if _is_course_file(tb.tb_frame.f_code.co_filename) else tb.tb_frame
+
+
+def _answer_names(frame: types.FrameType) -> list[str]:
+    """The names a cell's top-level code assigns (``answer_x = ...``), in order."""
+    names = []
+    for op in dis.get_instructions(frame.f_code):
+        if op.opname in ("STORE_NAME", "STORE_GLOBAL") and op.argval not in names:
+            names.append(op.argval)
+    return names
+
+
+def unfinished_exercise(exc: BaseException) -> str | None:
+    """The learner's function or class whose stub raised ``exc``, or None (also for an answer
+    cell whose own top-level code raised: see :func:`describe`)."""
+    frame = _stub_frame(exc)
+    if frame is None or frame.f_code.co_name == "<module>":
         return None
+    code = frame.f_code
     owner, _, method = code.co_qualname.rpartition(".")
     if owner and method in ("__init__", "forward", "__call__"):
         return owner.split(".")[-1]
     return code.co_qualname.split(".")[-1]
 
 
+def _answer_cell(frame: types.FrameType) -> str:
+    """The line for an answer cell whose own ``raise NotImplementedError()`` line raised."""
+    names = _answer_names(frame)
+    unset = [f"`{n}`" for n in names if frame.f_globals.get(n) is None]
+    if unset or not names:
+        return (
+            f"{', '.join(unset) or 'This cell'}: not answered yet. Set "
+            f"{'them' if len(unset) > 1 else 'it'} in this cell, delete the cell's `raise "
+            "NotImplementedError()` line and run the cell again."
+        )
+    return (
+        f"{', '.join(f'`{n}`' for n in names)}: set, and the test cell below grades the value "
+        "as it is; but this cell still has its `raise NotImplementedError()` line: delete that "
+        "line and run the cell again."
+    )
+
+
 def describe(exc: BaseException) -> str:
     """One line for a learner about an error an example, plot or widget ran into."""
+    frame = _stub_frame(exc)
+    if frame is not None and frame.f_code.co_name == "<module>":
+        return _answer_cell(frame)
     name = unfinished_exercise(exc)
     if name is not None:
         if name not in _waiting:
@@ -69,7 +111,7 @@ def describe(exc: BaseException) -> str:
 
 def _shown(shell, etype, value, tb, tb_offset=None) -> None:
     """IPython's custom exception handler: show the error (same name and message) in one line."""
-    if etype is NotImplementedError and unfinished_exercise(value) is None:
+    if etype is NotImplementedError and _stub_frame(value) is None:
         stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
     else:
         stb = [f"{etype.__name__}: {describe(value)}"]
