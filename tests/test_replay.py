@@ -58,7 +58,17 @@ def _run_twice(check, impl, thorough=True) -> tuple[list, cells.Verdict]:
 def test_correct_implementations_verify(check, name, impl):
     kernel, verdict = _run_twice(check, impl)
     assert kernel == ["passed", ""], kernel
-    assert verdict.status == "verified", verdict
+    if name in READS_VALUES:
+        assert verdict.status == "unverified" and "cannot replay" in verdict.message, verdict
+    else:
+        assert verdict.status == "verified", verdict
+
+
+# Correct code that reads its inputs' values into Python and writes them back as numbers
+# (``out[i, j] = loss.item() - base``): its record holds for the kernel's inputs only, so the
+# grader cannot replay it on new ones and withholds the cell for a person
+# (``tests/replay_share.py`` measures how often correct code does this).
+READS_VALUES = {"head_mask buffer"}
 
 
 @pytest.mark.parametrize("mistake", MISTAKES, ids=str)

@@ -468,7 +468,9 @@ def _learner_flops(fn, name, mha, x) -> int:
     __tracebackhide__ = True
     counter = FlopCounterMode(display=False)
     with torch.no_grad(), sdpa_kernel([SDPBackend.MATH]), counter:  # fused CPU kernels count 0
-        _run(fn, name, x, mha)
+        out = _run(fn, name, x, mha)
+    if not close(out, _oracle(mha, x)):  # a count means nothing for a wrong result
+        fail(f"`{name}` is wrong for nh={mha.num_heads}: make it equal mha(x)[0] first.")
     return counter.get_total_flops()
 
 

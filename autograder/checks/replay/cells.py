@@ -5,7 +5,10 @@ A test cell is a docstring and ``check_*(name, ..., key=constant)`` statements
 kernel, fetches the plain values the statement names (quiz answers are values), stands in for the
 learner's functions and classes, and runs the check with :mod:`.remote` in charge of every call of
 learner code. The check's own verdict is the cell's: a :class:`CheckFailure` refutes it with the
-check's sentence, a record the grader cannot recompute refutes it with the reason.
+check's sentence, a record the grader cannot recompute refutes it with the reason. A check that
+passed runs again on inputs the kernel never saw, its calls answered by replaying their records
+(:mod:`.fresh`): it must pass there too, and a record that cannot be replayed (its operators
+depend on its inputs' values) leaves the cell unverified, for a person.
 
 Checks that cannot be verified this way (their result is written behind PyTorch's back) are named
 by their module's ``UNVERIFIABLE``; a check module may also set the operators its checks allow
@@ -29,6 +32,8 @@ from autograder.kernel import server
 from autograder.kernel.codec import ReplayError, decode_value
 
 from . import operators, remote
+from .fresh import fresh_inputs
+from .rerun import CannotReplay, Rerun
 from .writes import InputWritten
 
 # One module per notebook, named after its number (nb01_attention ...): see the README.
@@ -151,13 +156,39 @@ def verify_cell(source: str, kernel: Callable[[bytes], str | None]) -> Verdict:
         return Verdict("unverified", f"the test cell cannot be re-run ({err})")
     if any(reasons):
         return Verdict("unverified", next(r for r in reasons if r))
+
+    def statement(item: CheckCall) -> None:
+        remote.ask(kernel, {"op": "begin"})
+        args = [_learner_value(kernel, v) if kind == "name" else v for kind, v in item.args]
+        check = find_check(item.check)
+        _verify_call(check, allowed_operators(item.check), args, dict(item.kwargs), kernel)
+
+    return _judged(kernel, lambda: [statement(item) for item in statements])
+
+
+def verify_check(
+    check: Callable, args: list, kwargs: dict, kernel, allowed: frozenset[str] = operators.DEFAULT
+) -> Verdict:
+    """One call of ``check`` (learner code among ``args`` as :class:`.remote.Learner` stand-ins),
+    judged as a test cell's statement is."""
+
+    def statement() -> None:
+        remote.ask(kernel, {"op": "begin"})
+        _verify_call(check, allowed, args, kwargs, kernel)
+
+    return _judged(kernel, statement)
+
+
+def _judged(kernel, run: Callable[[], Any]) -> Verdict:
+    """``run()``'s verdict: what each kind of failure means for the cell."""
     try:
-        for item in statements:
-            _verify_statement(item, kernel)
+        run()
     except AssertionError as err:  # a CheckFailure: the check's own sentence
         return Verdict("refuted", str(err))
     except (remote.KernelGone, InputWritten) as err:
         return Verdict("refuted", str(err))
+    except CannotReplay as err:
+        return Verdict("unverified", f"{err}: the grader cannot replay your code on new inputs")
     except ReplayError as err:
         return Verdict("refuted", f"the re-run did not match: {err}")
     finally:
@@ -173,13 +204,24 @@ def _learner_value(kernel, name: str) -> Any:
     return remote.Learner(name)
 
 
-def _verify_statement(item: CheckCall, kernel) -> None:
-    remote.ask(kernel, {"op": "begin"})
-    args = [_learner_value(kernel, v) if kind == "name" else v for kind, v in item.args]
-    session = remote.Session(kernel, allowed=allowed_operators(item.check))
+def _verify_call(check: Callable, allowed: frozenset[str], args: list, kwargs: dict, kernel):
+    """The check, its calls answered by the kernel; then again on new inputs, its calls
+    answered by replaying their records (:mod:`.fresh`)."""
+    session = remote.Session(kernel, allowed=allowed)
+    _run_check(check, args, kwargs, session)
+    fresh = remote.Session(None, allowed, Rerun(expected=session.rerun.trace))
+    fresh.replaying = list(session.calls)
+    try:
+        with fresh_inputs():
+            _run_check(check, args, kwargs, fresh)
+    except AssertionError as err:
+        raise AssertionError(f"on new inputs of the same shapes: {err}") from None
+
+
+def _run_check(check: Callable, args: list, kwargs: dict, session: remote.Session) -> None:
     with remote.active(session), stock_state():
         try:
-            find_check(item.check)(*args, **dict(item.kwargs))
+            check(*args, **kwargs)
         except (AssertionError, ReplayError):
             raise
         except Exception as err:  # a check crashing on a record: not verified

@@ -9,6 +9,11 @@ call's result and the state it left on modules.
 
 Gradients: a backward pass the check starts (``loss.backward``) runs here, on the recomputed
 graph, so the gradients it leaves are the grader's own.
+
+A session keeps each call's record with the call's *outline* (its arguments with every tensor
+reduced to shape and dtype). A session made with ``replaying`` (the check's second run on
+other inputs, :mod:`.fresh`) sends nothing: each call takes the next recorded one, whose
+outline must be the same, and recomputes it on the tensors at hand.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from autograder.torch_helpers import note_claimed_calls
 
 from . import operators, rebuild, writes
 from .rebuild import StandIn
-from .rerun import Rerun, quiet, ref_number
+from .rerun import CannotReplay, Rerun, quiet, ref_number
 
 MAX_REPLY_BYTES = 64 * 1024**2
 
@@ -58,18 +63,29 @@ class Learner:
 class Session:
     """One statement's verification: its kernel, its rerun and the modules it has seen."""
 
-    kernel: Callable[[bytes], str]
+    kernel: Callable[[bytes], str] | None
     allowed: frozenset[str] = operators.DEFAULT
     rerun: Rerun = field(default_factory=Rerun)
     modules: dict = field(default_factory=dict)  # mid -> trusted module, in the order seen
     sent: dict = field(default_factory=dict)  # mid -> {path: (tensor, version)} the kernel has
     depth: int = 0
+    calls: list = field(default_factory=list)  # (outline, record) of each call, in order
+    replaying: list | None = None  # another session's calls, answered in order without a kernel
 
     def __post_init__(self):
         self.rerun.allowed = self.allowed
 
     def mid_of(self, module: torch.nn.Module) -> str | None:
         return next((mid for mid, m in self.modules.items() if m is module), None)
+
+    def replayed(self, outline: bytes) -> Any:
+        """The record of the next recorded call, which must have been called the same way."""
+        if not self.replaying:
+            raise CannotReplay("the check calls your code more often on other inputs")
+        recorded, record = self.replaying.pop(0)
+        if recorded != outline:
+            raise CannotReplay("the check calls your code differently on other inputs")
+        return record
 
     def ask(self, request: dict) -> dict:
         reply = ask(self.kernel, request)
@@ -164,10 +180,32 @@ class _Pickler(pickle.Pickler):
         return NotImplemented
 
 
-def _dumps(session: Session, value: Any, top: Any = None) -> bytes:
+class _Outliner(_Pickler):
+    """Pickles a call with each tensor as its shape, dtype and kind only."""
+
+    def reducer_override(self, obj):
+        if isinstance(obj, torch.Tensor):
+            kind = (type(obj).__name__, obj.requires_grad)
+            return (_outline_of_tensor, (tuple(obj.shape), str(obj.dtype), kind))
+        return super().reducer_override(obj)
+
+
+def _outline_of_tensor(*outline):  # never unpickled: an outline is only compared
+    raise ReplayError("an outline is not a value")
+
+
+def _dumps(session: Session, value: Any, top: Any = None, pickler=_Pickler) -> bytes:
     buffer = io.BytesIO()
-    _Pickler(buffer, session, top).dump(value)
+    pickler(buffer, session, top).dump(value)
     return buffer.getvalue()
+
+
+def _outline(session: Session, fn, args, kwargs, patches: dict) -> bytes:
+    """What a replay of this call must share with its recording: everything but tensor values."""
+    modes = {mid: _modes(m) for mid, m in session.modules.items()}
+    shapes = [(p, tuple(t.shape), t.dtype) for p, t in watched_inputs(session.modules)]
+    body = [_target(session, fn), list(args), dict(kwargs), torch.is_grad_enabled(), patches]
+    return _dumps(session, [body, modes, shapes], pickler=_Outliner)
 
 
 def _mark(t: torch.Tensor) -> tuple:
@@ -178,15 +216,7 @@ def _mark(t: torch.Tensor) -> tuple:
 def _state(module: torch.nn.Module, sent: dict) -> dict:
     """What the kernel's copy of a module must match before a call: its modes and plain
     attributes, and the tensors that changed here since ``sent`` (updated)."""
-    subs = module.named_modules(remove_duplicate=False)
-    plain, training = {}, {}
-    for prefix, m in subs:
-        training[prefix] = m.training
-        plain[prefix] = {
-            k: v
-            for k, v in vars(m).items()
-            if not k.startswith("_") and k != "training" and isinstance(v, bool | int | float | str)
-        }
+    training, plain = _modes(module)
     tensors = {}
     for path, t in module_tensors(module):
         last, mark = sent.get(path), _mark(t)
@@ -194,6 +224,19 @@ def _state(module: torch.nn.Module, sent: dict) -> dict:
             tensors[path] = t.detach().clone()
             sent[path] = (t, mark)  # held: its id cannot pass to another tensor
     return {"tensors": tensors, "training": training, "plain": plain}
+
+
+def _modes(module: torch.nn.Module) -> tuple[dict, dict]:
+    """Each submodule's mode and plain attributes, by prefix."""
+    plain, training = {}, {}
+    for prefix, m in module.named_modules(remove_duplicate=False):
+        training[prefix] = m.training
+        plain[prefix] = {
+            k: v
+            for k, v in vars(m).items()
+            if not k.startswith("_") and k != "training" and isinstance(v, bool | int | float | str)
+        }
+    return training, plain
 
 
 @contextlib.contextmanager
@@ -205,15 +248,21 @@ def patched(patches: dict) -> Iterator[None]:
         yield
 
 
-def _request(session: Session, fn, args, kwargs, modules: list, patches: dict) -> dict:
+def _register(session: Session, modules: list, send: bool) -> dict:
+    """Give each module the call brings a session id; with ``send``, its pickle by id."""
     new = {}
     for _, module in modules:
         if session.mid_of(module) is None:
             if isinstance(module, StandIn):
                 raise ReplayError("a rebuilt module reached the kernel without its id")
             mid = f"t{len(session.modules) + 1}"
-            new[mid] = _dumps(session, module, top=module)
+            new[mid] = _dumps(session, module, top=module) if send else b""
             session.modules[mid] = module
+    return new
+
+
+def _request(session: Session, fn, args, kwargs, modules: list, patches: dict) -> dict:
+    new = _register(session, modules, send=True)
     states = {
         mid: _state(m, session.sent.setdefault(mid, {}))
         for mid, m in session.modules.items()
@@ -230,12 +279,20 @@ def _request(session: Session, fn, args, kwargs, modules: list, patches: dict) -
 def _remote(session: Session, fn, args, kwargs, patches: dict) -> tuple:
     with quiet():
         given, modules = call_inputs(fn, args, kwargs)
-        request = _request(session, fn, args, kwargs, modules, patches)
+        outline = _outline(session, fn, args, kwargs, patches)
+        if session.replaying is None:
+            request = _request(session, fn, args, kwargs, modules, patches)
+        else:
+            _register(session, modules, send=False)
         watched = list(session.modules)
         inputs = dict(given + watched_inputs(session.modules))
         copied = writes.copies(given, modules)  # the check's own tensors are never written
         inputs.update(copied)
-    record = session.ask(request).get("record")
+    if session.replaying is None:
+        record = session.ask(request).get("record")
+        session.calls.append((outline, record))
+    else:
+        record = session.replayed(outline)
     if not isinstance(record, dict):
         raise ReplayError("the kernel's reply is malformed")
     rerun = session.rerun

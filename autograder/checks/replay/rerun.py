@@ -6,14 +6,21 @@ here, from the grader's inputs. The rerun refuses:
 - an operator the check does not allow (:mod:`.operators`), by name;
 - a *constant* (a tensor that is neither an input nor an operator's output) of more than one
   element, unless the call had no tensor input (then its result is computed from Python values);
-- literal numbers beyond :data:`MAX_LITERALS` distinct values per call (they could spell out an
-  answer one element at a time), and integer lists longer than :data:`MAX_LIST`;
+- literal numbers beyond :data:`MAX_LITERALS` distinct values per call, constants' values
+  included (they could spell out an answer one element at a time), and integer lists longer
+  than :data:`MAX_LIST`;
 - a call that had tensor inputs but returns only floating tensors (of more than one element)
   that depend on none of them, and read none of them into Python (``.item()``);
 - more work than any check needs: each operator first runs on shapes only (the meta device), and
   one output of more than :data:`.budget.MAX_OUTPUT_ELEMENTS` elements, or a statement beyond
   :data:`.budget.MAX_FLOPS` or :data:`.budget.MAX_BYTES`, stops the rerun before anything is
   computed.
+
+A rerun keeps a *trace*: each operator's output shapes and the Python values it returned
+(``.item()``, ``bool(t)``). A second rerun of the same record on other inputs
+(:mod:`.fresh`) is given the first one's trace as ``expected``: where they part, the learner's
+operators depended on the values of their inputs (a branch on ``.item()``, a data-dependent
+shape), and the record cannot stand for the function: :class:`CannotReplay`.
 
 Shape legend: none; this module recomputes tensors of any shape.
 """
@@ -37,6 +44,10 @@ MAX_LIST = 16  # numbers in one list argument
 MAX_CONSTANT_ELEMENTS = 1
 
 
+class CannotReplay(ReplayError):
+    """The record holds only for the values it was made with: a person must judge the cell."""
+
+
 @dataclass
 class Rerun:
     """One statement's recomputation: refs to trusted tensors, which refs come from an input."""
@@ -47,6 +58,8 @@ class Rerun:
     budget: Budget = field(default_factory=Budget)
     read_inputs: bool = False  # this call read an input-derived value into Python (``.item()``)
     protected: dict = field(default_factory=dict)  # the call's copied inputs' memory (.writes)
+    trace: list = field(default_factory=list)  # per operator: output shapes, Python values
+    expected: list | None = None  # the trace of the same record rerun on the kernel's inputs
 
     def bind_inputs(self, refs: dict, given: dict) -> None:
         if not isinstance(refs, dict) or set(refs) != set(given):
@@ -71,6 +84,7 @@ class Rerun:
                     raise ReplayError(
                         "your code used a tensor that is neither an input nor computed from one"
                     )
+                _count_constant(value, literals)
                 self.tensors[ref_number(entry["const"])] = value
                 continue
             self._one(entry, literals)
@@ -91,7 +105,10 @@ class Rerun:
             with torch.set_grad_enabled(entry.get("grad") is True):
                 out = op(*args, **kwargs)
         except Exception as err:
+            if self.expected is not None:
+                raise CannotReplay(f"{name} fails on other inputs") from err
             raise ReplayError(f"a recorded operator ({name}) could not be rerun") from err
+        self._follow(name, out)
         derived = any(r in self.derived for r in used)
         self.bind(entry.get("out"), out, derived)
         if derived and name in ("aten::_local_scalar_dense", "aten::item"):
@@ -100,6 +117,17 @@ class Rerun:
             for ref in used[:1]:
                 if any(r in self.derived for r in used):
                     self.derived.add(ref)
+
+    def _follow(self, name: str, out: Any) -> None:
+        """Add the operator's output shapes and Python values to the trace; on a second rerun,
+        refuse one that departs from the first (see the module docstring)."""
+        seen = _observed(out)
+        if self.expected is not None:
+            at = len(self.trace)
+            if at >= len(self.expected) or self.expected[at] != seen:
+                what = name.removeprefix("aten::")
+                raise CannotReplay(f"{what} gave a different shape or Python value on other inputs")
+        self.trace.append(seen)
 
     def decode(self, obj: Any, used: list | None = None) -> Any:
         if not isinstance(obj, dict) or len(obj) != 1:
@@ -151,6 +179,33 @@ class Rerun:
     def from_inputs(self, image: Any) -> bool:
         """Whether a tensor a record names by ref depends on one of the call's inputs."""
         return isinstance(image, dict) and image.get("ref") in self.derived
+
+
+def _observed(out: Any) -> Any:
+    """What of an operator's output the learner's Python code could branch on: tensors'
+    shapes, and Python values (NaN equal to itself)."""
+    if isinstance(out, torch.Tensor):
+        return tuple(out.shape)
+    if isinstance(out, tuple | list):
+        return tuple(_observed(o) for o in out)
+    if isinstance(out, float) and math.isnan(out):
+        return "nan"
+    return out if isinstance(out, bool | int | float | complex | type(None)) else type(out).__name__
+
+
+def _count_constant(value: torch.Tensor, literals: set) -> None:
+    """A constant's distinct values join the call's literal numbers (see the module docstring)."""
+    if value.device.type == "meta":  # shapes only: no values to carry
+        return
+    with quiet():
+        distinct = value.detach().reshape(-1).unique()
+    if distinct.numel() <= MAX_LITERALS:
+        for v in distinct.tolist():
+            literals.add(float(v) if isinstance(v, int | float) and math.isfinite(v) else repr(v))
+    if distinct.numel() > MAX_LITERALS or len(literals) > MAX_LITERALS:
+        raise ReplayError(
+            "your code wrote more literal numbers into its operators than a computation needs"
+        )
 
 
 def ref_number(value: Any) -> int:

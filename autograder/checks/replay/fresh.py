@@ -1,0 +1,55 @@
+"""The second run of a check: other inputs of the same shapes, the learner's calls replayed.
+
+A record shows what the learner's code did with the inputs the kernel was sent. To be believed
+as the learner's *function*, the same operators must also be right on inputs the kernel never
+saw. So after a check passes (:mod:`.cells`), it runs a second time in the grader with
+:func:`fresh_inputs`: every floating-point random draw of the check (``torch.randn``,
+``torch.rand``, ``normal_``, ``uniform_`` and their ``_like`` forms, whatever generator they
+name) is drawn again from a generator seeded with a secret, after the original draw advanced the
+check's generator as before. Integer draws (sizes, indices, masks) stay as they were, so every
+call has the same shapes and dtypes. Each call of learner code is then answered from the first
+run's record, in order (:class:`.remote.Session` with ``replaying``), its operators recomputed on
+the new tensors, and the check's own comparison judges the result: a constant or a decoy that
+matched one set of inputs fails on the other.
+
+A record that cannot stand for the function (operators that branch on tensor values, shapes
+that depend on them, calls the check makes differently) raises :class:`.rerun.CannotReplay`:
+the cell is withheld for a person.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from collections.abc import Iterator
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+_FACTORIES = (torch.randn, torch.rand, torch.normal, torch.randn_like, torch.rand_like)
+_IN_PLACE = (torch.Tensor.normal_, torch.Tensor.uniform_)
+_DRAWS = frozenset((*_FACTORIES, *_IN_PLACE))
+
+
+class _Redraw(TorchFunctionMode):
+    """Floating random draws, drawn again from a generator the kernel never had."""
+
+    def __init__(self, seed: int):
+        super().__init__()
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)  # the check's own generator advances as in the first run
+        if func not in _DRAWS:
+            return out
+        if func in _FACTORIES and not (isinstance(out, torch.Tensor) and out.is_floating_point()):
+            return out
+        return func(*args, **{**kwargs, "generator": self.generator})
+
+
+@contextlib.contextmanager
+def fresh_inputs() -> Iterator[None]:
+    """The check's floating random inputs redrawn from a secret seed (see the docstring)."""
+    with _Redraw(secrets.randbits(62)):
+        yield

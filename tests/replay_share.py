@@ -1,0 +1,67 @@
+"""How often correct code can be replayed on inputs the kernel never saw, per catalogue.
+
+Every ``CORRECT`` entry of ``tests/mistakes`` (the instructor's own variants and the ways real
+codebases write the same thing) runs through the grader's verification, its learner code in an
+in-process kernel (:func:`cells.verify_check`), with the thorough hidden run. Each outcome is
+counted: ``verified`` (replayed on new inputs and right there), ``cannot replay`` (its
+operators depend on its inputs' values: withheld for a person), ``refuted`` or ``error``.
+
+Run: ``.venv/bin/python tests/replay_share.py [catalogue ...]`` (from the repository root).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from mistakes import HIDDEN, catalogues  # noqa: E402
+
+from autograder.checks.replay import cells, operators, remote  # noqa: E402
+
+ALLOWED = operators.DEFAULT | operators.SDPA | operators.MODEL
+
+
+def outcome(entry) -> tuple[str, str]:
+    """What verifying one correct implementation under its check's hidden run gives."""
+    kernel = cells.InProcessKernel({"fn": entry.impl})
+    run = dict(HIDDEN) if HIDDEN in entry.runs or not entry.runs else dict(entry.runs[-1])
+    name = getattr(entry.check, "__name__", "")
+    try:
+        allowed = cells.allowed_operators(name)
+    except ValueError:  # a catalogue's wrapper around a check
+        allowed = ALLOWED
+    verdict = cells.verify_check(entry.check, [remote.Learner("fn")], run, kernel, allowed)
+    if verdict.status == "unverified" and "replay" in verdict.message:
+        return "cannot replay", verdict.message
+    return verdict.status, verdict.message
+
+
+def main(names: list[str]) -> None:
+    for name, catalogue in sorted(catalogues().items()):
+        if (names and name not in names) or getattr(catalogue, "SKIP", None):
+            continue
+        counts: Counter = Counter()
+        for entry in catalogue.CORRECT:
+            try:
+                status, message = outcome(entry)
+            except Exception as err:  # a check that cannot take a stand-in
+                status, message = "error", f"{type(err).__name__}: {err}"
+            counts[status] += 1
+            if status != "verified":
+                print(
+                    f"  {name}: {entry.name} under {entry.check.__name__}: {status}: "
+                    f"{message[:160]}"
+                )
+        total = sum(counts.values())
+        share = counts["verified"] / total if total else 1.0
+        print(
+            f"{name}: {counts['verified']}/{total} replay and verify ({share:.0%}); {dict(counts)}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
