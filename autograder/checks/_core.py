@@ -278,6 +278,16 @@ def find_calls(names: set[str], needles: Sequence[str]) -> list[str]:
     return sorted(found, key=lambda n: ("::" in n, n))
 
 
+#: What ``nn.MultiheadAttention`` runs: all of multi-head attention in one function.
+PACKAGED_MHA = ("multi_head_attention_forward",)
+
+
+def calls_packaged_mha(names: set[str]) -> bool:
+    """Whether the recorded ``names`` (:func:`record_torch_calls`) include a call of
+    ``F.multi_head_attention_forward``: exercises that build multi-head attention refuse it."""
+    return bool(find_calls(names, PACKAGED_MHA))
+
+
 def _called(name: str) -> str:
     packet = operator_packet(name)
     return packet.partition("::")[2] if packet else name.replace("::", ".").rsplit(".", 1)[-1]

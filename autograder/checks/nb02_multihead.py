@@ -227,8 +227,13 @@ def _forward(module, nh, args, mask=None, grad=False):
     """Run the learner's forward and check the shapes and dtypes of ``(out, weights)``."""
     __tracebackhide__ = True
     kwargs = {} if mask is None else {"mask": mask}
-    with torch.set_grad_enabled(grad):
+    with torch.set_grad_enabled(grad), record_torch_calls() as names:
         result = call(module, f"{MHA}.forward", args, kwargs)
+    if _core.calls_packaged_mha(names):
+        fail(
+            f"`{MHA}.forward` calls F.multi_head_attention_forward, which is all of "
+            "nn.MultiheadAttention: split the heads, attend and merge them yourself."
+        )
     out, weights = _core.expect_pair(result, f"{MHA}.forward", "out", "weights")
     (B, T, C), S = args[0].shape, args[-1].shape[1]
     inputs = describe(args, kwargs)
@@ -475,21 +480,61 @@ def check_mha_edge_cases(cls: Callable, *, seed: int = 0, thorough: bool = False
 
 
 def _check_gradients(cls, gen) -> None:
-    """A loss on ``out`` and ``weights`` gives every projection a non-zero gradient."""
+    """A loss on ``out`` and ``weights`` gives every projection nn.MultiheadAttention's gradient.
+
+    The gradients are the grader's own: ``torch.autograd.grad`` on the output it holds (in
+    classroom grading, recomputed from the learner's operators), so a ``.grad`` that learner code
+    left on a parameter plays no part, and an output tied to the weights by a negligible term
+    gets a gradient that is not attention's.
+    """
     __tracebackhide__ = True
-    module, _ = _build(cls, 12, 3, gen)
+    module, weights = _build(cls, 12, 3, gen)
     args = _cross_inputs(gen, 12)
     out, attn = _forward(module, 3, args, grad=True)
-    loss = (out * randn(gen, *out.shape)).sum() + (attn * randn(gen, *attn.shape)).sum()
-    call(loss.backward, f"{MHA} backward pass")
-    for name in PROJECTIONS:
-        grad = getattr(module, name).weight.grad
+    if not (out.requires_grad or attn.requires_grad):
+        fail(
+            f"The output of `{MHA}.forward` is not connected to its weights, so no gradient can "
+            "reach them: do not compute it under torch.no_grad() or with .detach() or .data."
+        )
+    towards = randn(gen, *out.shape), randn(gen, *attn.shape)
+    loss = (out * towards[0]).sum() + (attn * towards[1]).sum()
+    layers = [getattr(module, name) for name in PROJECTIONS]
+    grads = call(
+        torch.autograd.grad,
+        f"{MHA} backward pass",
+        (loss, [layer.weight for layer in layers if layer.weight.requires_grad]),
+        {"allow_unused": True},
+    )
+    grads = iter(grads)
+    found = {
+        name: next(grads) if layer.weight.requires_grad else None
+        for name, layer in zip(PROJECTIONS, layers, strict=True)
+    }
+    for name, grad in found.items():
         if grad is None or not grad.abs().sum() > 0:
             fail(
                 f"No gradient reaches `{name}`: forward must use self.{name} on its input (query, "
                 "key, value, or the merged heads for out_proj) without .detach(), .data or "
                 "torch.no_grad()."
             )
+    expected = _torch_gradients(weights, args, towards)
+    for name, grad in found.items():
+        if not close(grad, expected[name]):
+            fail(
+                f"The gradient reaching `{name}` differs from nn.MultiheadAttention's with the "
+                "same weights: compute the output from the projections with ordinary tensor "
+                "operations, without .detach(), .data or torch.no_grad() anywhere in forward."
+            )
+
+
+def _torch_gradients(weights, args, towards) -> dict[str, torch.Tensor]:
+    """The gradients of the same loss through nn.MultiheadAttention, per projection weight."""
+    twin = torch_twin(weights, 3)
+    with torch.enable_grad():
+        out, attn = twin(*args, average_attn_weights=False)
+        loss = (out * towards[0]).sum() + (attn * towards[1]).sum()
+        packed, out_w = torch.autograd.grad(loss, [twin.in_proj_weight, twin.out_proj.weight])
+    return dict(zip(PROJECTIONS, [*packed.chunk(3), out_w], strict=True))
 
 
 # ------------------------------------------------------------------------ parameter count

@@ -28,12 +28,12 @@ from autograder.torch_helpers import record_torch_calls
 
 from ._core import (
     call,
+    calls_packaged_mha,
     close,
     expect_dtype,
     expect_shape,
     expect_tensor,
     fail,
-    find_calls,
     first_match,
     make_generator,
     randint,
@@ -133,7 +133,7 @@ def _run(
     mha.calls = 0
     with record_torch_calls() as names, _HeadBatches() as seen:
         out = call(fn, name, (x, mha))
-    if mha.calls or find_calls(names, ("multi_head_attention_forward",)):
+    if mha.calls or calls_packaged_mha(names):
         fail(
             f"`{name}` calls `mha(x)` (or F.multi_head_attention_forward) itself: compute the "
             "result from mha.q_proj, k_proj, v_proj and out_proj instead."
