@@ -118,3 +118,34 @@ def class_run():
     if not paths.notebook_ids():
         pytest.skip("no notebooks in solutions/")
     return read(background.start("class_run"))
+
+
+_cpu: dict[str, float] = {}  # test id -> CPU seconds of this process and the children it waited for
+
+
+def _cpu_now() -> float:
+    import resource
+
+    own, children = (
+        resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Each test's CPU seconds (setup, call, teardown; with every child process that ended in
+    it, background jobs in the test that waited for them): the suite's cost is CPU, not the
+    wall time of one machine."""
+    began = _cpu_now()
+    yield
+    _cpu[item.nodeid] = _cpu_now() - began
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _cpu:
+        return
+    total = sum(_cpu.values())
+    terminalreporter.write_sep("=", f"CPU seconds: {total:.0f} in all; the most")
+    for nodeid, seconds in sorted(_cpu.items(), key=lambda kv: -kv[1])[:15]:
+        terminalreporter.write_line(f"{seconds:7.1f}  {nodeid}")
