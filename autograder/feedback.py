@@ -87,13 +87,21 @@ class ClassroomFeedback(HideHiddenTests):
         return cell, resources
 
 
+# nbconvert's ansi2html (which nbgrader's Validate runs on each error) writes a 24-bit colour as
+# `<span style="color: rgb(25,100,170)">`: the course's custom.css finds the score line by it.
+SCORE_COLOUR = (25, 100, 170)
+SCORE_START, SCORE_END = "\x1b[38;2;{};{};{}m".format(*SCORE_COLOUR), "\x1b[0m"
+
+
 class ValidationSummary:
     """nbclient cell hooks for nbgrader's Validate (JupyterLab's button, ``nbgrader validate``).
 
     Validate lists each failing test cell with its error output's traceback. These hooks make that
     the one-line diagnosis ``check`` prints (a failing check's own rendering is kept: its sentence,
-    after the learner's frames when learner code raised) and put the score above the first one.
-    nbconvert runs no notebook-level hooks, so the score is kept up to date cell by cell.
+    then the learner's frames when learner code raised) and put the score line before the first
+    one, in :data:`SCORE_COLOUR`: nbgrader's dialog can only show it inside that cell's box, and
+    the course's ``custom.css`` lifts it from there to the top of the dialog. nbconvert runs no
+    notebook-level hooks, so the score is kept up to date cell by cell.
     """
 
     def __init__(self):
@@ -128,8 +136,10 @@ class ValidationSummary:
         total, lost = sum(self.points.values()), sum(self.failed.values())
         n = len(self.failed)
         cells = "1 test cell fails" if n == 1 else f"{n} test cells fail"
-        headline = f"Score: {total - lost:g} / {total:g} points; {cells}, each shown here."
-        self.first.traceback = [headline, "", *self.first_traceback]
+        headline = f"Score: {total - lost:g} / {total:g} points; {cells}, each shown below."
+        first, *rest = self.first_traceback or [""]
+        # The newline sits inside the coloured span: lifted out, it leaves no blank line behind.
+        self.first.traceback = [f"{SCORE_START}{headline}\n{SCORE_END}{first}", *rest]
 
 
 _SUMMARY = ValidationSummary()  # one Validate runs at a time: the handler blocks the server

@@ -6,6 +6,7 @@ import re
 import nbformat
 import pytest
 from hostile import SDPA, SOFTMAX, WRONG_SOFTMAX, filled, minimal, set_answer
+from nbconvert.filters import ansi2html
 
 from autograder import paths
 from autograder.build import instructor_notebook_text
@@ -53,8 +54,12 @@ def test_validate_summary_leads_with_the_score_and_explains_each_failure():
         if cell.outputs:
             summary.cell_failed(cell=cell, cell_index=index, execute_reply={})
     first, second = nb.cells[1].outputs[0].traceback, nb.cells[2].outputs[0].traceback
-    assert first[0] == "Score: 2 / 6 points; 2 test cells fail, each shown here."
-    assert first[2].startswith("`softmax` is not defined: run the cell that defines it")
+    score, diagnosis = _plain("\n".join(first)).split("\n", 1)
+    assert score == "Score: 2 / 6 points; 2 test cells fail, each shown below."
+    assert diagnosis.startswith("`softmax` is not defined: run the cell that defines it")
+    # the score line alone carries the colour custom.css lifts to the top of the dialog
+    html = ansi2html("\n".join(first))
+    assert re.search(r'<span style="color: rgb\(25,100,170\)">Score: [^<]*\n</span>`softmax`', html)
     assert second == ["CheckFailure: wrong."]
     assert nb.cells[1].outputs[0].ename == "NameError"  # nbgrader still sees the cell fail
 
@@ -81,10 +86,11 @@ def test_validate_and_the_notebook_show_the_diagnosis_without_the_checks_frames(
     errors = [_plain(f["raw_error"]) for f in failed]
     # All six: "no built-in softmax" also needs right values, so zeros do not earn it.
     assert len(errors) == 6, errors
-    assert errors[0].startswith("Score: 0 / 10 points; 6 test cells fail, each shown here.")
-    for error in errors:
+    assert errors[0].startswith("Score: 0 / 10 points; 6 test cells fail, each shown below.")
+    errors[0] = errors[0].split("\n", 1)[1]
+    for error in errors:  # the diagnosis first, then (when learner code raised) its own lines
         assert "autograder/checks" not in error and "_core.py" not in error, error
-        assert error.strip().splitlines()[-1].startswith("CheckFailure: "), error
+        assert error.strip().splitlines()[0].startswith("CheckFailure: "), error
     softmax_errors = [e for e in errors if "`softmax(" in e]
     assert softmax_errors and all(len(e.strip().splitlines()) <= 3 for e in softmax_errors)
     learner = [e for e in errors if "my own mistake" in e]
