@@ -9,6 +9,7 @@ shown to learners, so it never prints hidden inputs, only their shapes.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -286,6 +287,32 @@ def calls_packaged_mha(names: set[str]) -> bool:
     """Whether the recorded ``names`` (:func:`record_torch_calls`) include a call of
     ``F.multi_head_attention_forward``: exercises that build multi-head attention refuse it."""
     return bool(find_calls(names, PACKAGED_MHA))
+
+
+def by_arithmetic(names: set[str], name: str) -> None:
+    """Fail when a formula (a count, FLOPs, bytes) ran PyTorch: ``names`` are what
+    :func:`record_torch_calls` saw during its calls. A module built on the meta device, a FLOP
+    counter or a dispatch mode of one's own would measure the answer instead of deriving it."""
+    __tracebackhide__ = True
+    if any("::" in n for n in names):
+        fail(
+            f"`{name}` creates tensors (or builds a module): count with integer arithmetic so it "
+            "answers instantly for any size."
+        )
+
+
+_UNSEEN = secrets.randbits(62)  # drawn once per grading process: no kernel ever holds it
+
+
+def unseen_draws(seed: int, count: int, *ranges: tuple[int, int]) -> list[tuple[int, ...]]:
+    """During classroom verification, ``count`` tuples of integers (one per ``(low, high)``
+    range) that no learner can know in advance: a formula is checked on them besides the public
+    configurations, so a table of the public ones' answers is not enough. Outside verification
+    (the learner's own notebook) there are none, and every check stays reproducible."""
+    if not replay.verifying():
+        return []
+    gen = make_generator(_UNSEEN ^ seed)
+    return [tuple(randint(gen, low, high) for low, high in ranges) for _ in range(count)]
 
 
 def _called(name: str) -> str:

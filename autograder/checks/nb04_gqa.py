@@ -26,6 +26,7 @@ from autograder.tools.nb04_gqa import cache_nbytes, meta_cache
 from autograder.torch_helpers import one_thread, record_torch_calls
 
 from ._core import (
+    by_arithmetic,
     call,
     close,
     describe,
@@ -39,6 +40,7 @@ from ._core import (
     make_generator,
     randint,
     randn,
+    unseen_draws,
 )
 from .replay import operators
 
@@ -540,15 +542,13 @@ def check_gqa_param_count(fn: Callable, *, seed: int = 0, thorough: bool = False
     for _ in range(4 if thorough else 0):
         nkv, n_rep, hs = randint(gen, 1, 8), randint(gen, 1, 8), randint(gen, 1, 16)
         configs.append((nkv * n_rep * hs, nkv * n_rep, nkv))
+    for nkv, n_rep, hs in unseen_draws(seed, 3, (1, 8), (1, 8), (1, 32)):
+        configs.append((nkv * n_rep * hs, nkv * n_rep, nkv))
     with record_torch_calls() as names:
         counts = {
             (*c, b): _integer(fn, COUNT, c, {"bias": b}) for c in configs for b in (True, False)
         }
-    if any("::" in name for name in names):
-        fail(
-            f"`{COUNT}` creates tensors (or builds a module): count with integer arithmetic so "
-            "it answers instantly for any size."
-        )
+    by_arithmetic(names, COUNT)
     for (C, nh, nkv, bias), got in counts.items():
         if got != _real_count(C, nh, nkv, bias):
             fail(_count_mistake(C, nh, nkv, bias, got))
@@ -611,15 +611,19 @@ def check_kv_cache_bytes(fn: Callable, *, seed: int = 0, thorough: bool = False)
     for _ in range(4 if thorough else 0):
         sizes = [randint(gen, 1, n) for n in (48, 16, 256, 4096, 16)]
         cases.append((*sizes, [1, 2, 4, 8][randint(gen, 0, 3)]))
-    names = ("batch_size", "bytes_per_value")
-    results = {}
-    for i, args in enumerate(cases):
-        kwargs = dict(zip(names, args[4:], strict=True)) if i >= 3 else {}
-        got = _integer(fn, BYTES, args[:4], kwargs)
-        caches = meta_cache(*args[:5], dtype=_DTYPES[args[5]])  # per layer (B, nkv, S, hd) × 2
-        results[args] = (got, cache_nbytes(caches))
-    if any(got != expected for got, expected in results.values()):
-        fail(_bytes_mistake(results))
+    ranges = ((1, 128), (1, 64), (1, 512), (1, 1 << 20), (1, 64), (0, 3))  # L, nkv, hd, S, B, w
+    unseen = [(*sizes, [1, 2, 4, 8][width]) for *sizes, width in unseen_draws(seed, 3, *ranges)]
+    for group, defaults in ((cases, 3), (unseen, 0)):  # the first 3 public cases use defaults
+        results = {}
+        for i, args in enumerate(group):
+            kwargs = dict(zip(("batch_size", "bytes_per_value"), args[4:], strict=True))
+            with record_torch_calls() as seen:
+                got = _integer(fn, BYTES, args[:4], kwargs if i >= defaults else {})
+            by_arithmetic(seen, BYTES)
+            caches = meta_cache(*args[:5], dtype=_DTYPES[args[5]])  # per layer (B, nkv, S, hd) × 2
+            results[args] = (got, cache_nbytes(caches))
+        if any(got != expected for got, expected in results.values()):
+            fail(_bytes_mistake(results))
 
 
 # ------------------------------------------------------------------------- MHA -> GQA

@@ -27,6 +27,7 @@ from autograder.tools.timing import OpCounter
 from autograder.torch_helpers import record_torch_calls
 
 from ._core import (
+    by_arithmetic,
     call,
     calls_packaged_mha,
     close,
@@ -38,6 +39,7 @@ from ._core import (
     make_generator,
     randint,
     randn,
+    unseen_draws,
 )
 from .replay import operators
 
@@ -431,13 +433,16 @@ def check_attention_flops(fn: Callable, *, seed: int = 0, thorough: bool = False
     """``attention_flops(B, T, C, nh)`` equals what FlopCounterMode measures for one forward."""
     __tracebackhide__ = True
     gen = make_generator(seed)
-    for B, T, C, nh in _flop_cases(gen, thorough):
+    unseen = unseen_draws(seed, 3, (1, 64), (1, 65536), (1, 16), (1, 64))  # B, T, nh, hs
+    for B, T, C, nh in [*_flop_cases(gen, thorough), *((b, t, n * h, n) for b, t, n, h in unseen)]:
         args = (B, T, C, nh)
-        got = call(fn, FLOPS, args)
+        with record_torch_calls() as names:
+            got = call(fn, FLOPS, args)
         total, proj, attn = _measured_flops(*args)
         where = f"`attention_flops{args}`"
         if isinstance(got, bool) or not isinstance(got, numbers.Real):
             fail(f"{where} returned {type(got).__name__}: return a Python int.")
+        by_arithmetic(names, FLOPS)  # after the type: a tensor result is told to return an int
         if got == total and not isinstance(got, numbers.Integral):
             fail(
                 f"{where} returned a {type(got).__name__}: return an int (use *, + and //, "
