@@ -1,0 +1,64 @@
+"""Faithful records that read a rule by its letter win nothing (issue 27, classes 2 to 5).
+
+Each attack of :mod:`hostile.loopholes` runs here in-process: its notebook's set-up, answer and
+attack cells run in one namespace (the kernel), and each target test cell, hidden checks
+included, is verified by the grader's own checks (:func:`cells.verify_cell`). A target must be
+refuted, never verified, with a one-line message. The class run grades the same attacks as
+submissions (``test_hostile_trust.py``).
+"""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+from hostile.loopholes import ATTACKS, block_table_attack
+from hostile.trust import build
+
+from autograder import nbcell, paths
+from autograder.build import instructor_notebook_text
+from autograder.checks.replay import cells
+
+
+def _kernel(attack) -> tuple[dict, dict]:
+    """The attack's namespace after its non-test cells ran, and the instructor's test cells (with
+    their hidden checks) by grade id."""
+    solution = nbformat.reads(instructor_notebook_text(attack.notebook), as_version=4)
+    release = nbformat.read(paths.release_notebook(attack.notebook), as_version=4)
+    namespace: dict = {"__name__": "__main__"}
+    for cell in build(attack, solution, release).cells:
+        if cell.cell_type == "code" and not nbcell.is_test(cell) and not _selfcheck(cell):
+            source = "\n".join(
+                line for line in cell.source.splitlines() if not line.startswith(("%", "!"))
+            )  # IPython magics: no kernel here
+            exec(compile(source, nbcell.grade_id(cell) or "cell", "exec"), namespace)
+    tests = {
+        nbcell.grade_id(c): "\n".join(
+            line for line in c.source.splitlines() if "HIDDEN TESTS" not in line
+        )
+        for c in solution.cells
+        if nbcell.is_test(c)
+    }
+    return namespace, tests
+
+
+def _selfcheck(cell) -> bool:
+    """Notebook 06's optional Triton self-checks: no points, and no Triton here."""
+    return (nbcell.grade_id(cell) or "").startswith("selfcheck")
+
+
+def verdicts(attack) -> dict[str, cells.Verdict]:
+    namespace, tests = _kernel(attack)
+    kernel = cells.InProcessKernel(namespace)
+    return {g: cells.verify_cell(tests[g], kernel) for g in attack.targets}
+
+
+@pytest.mark.parametrize(
+    "attack", [*ATTACKS, pytest.param(None, id="f4_nb02_block_table")], ids=lambda a: a.learner
+)
+def test_a_rule_read_by_its_letter_wins_nothing(attack):
+    attack = attack or block_table_attack()
+    found = verdicts(attack)
+    won = {g: v for g, v in found.items() if v.status == "verified"}
+    assert not won, f"{attack.what}: verified {sorted(won)}"
+    for verdict in found.values():
+        assert verdict.message and "\n" not in verdict.message, verdict
