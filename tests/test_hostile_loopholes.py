@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import nbformat
 import pytest
-from hostile.loopholes import ATTACKS, block_table_attack
+from hostile.loopholes import ATTACKS, attacks, block_table_attack
 from hostile.trust import build
 
 from autograder import nbcell, paths
@@ -62,3 +62,20 @@ def test_a_rule_read_by_its_letter_wins_nothing(attack):
     assert not won, f"{attack.what}: verified {sorted(won)}"
     for verdict in found.values():
         assert verdict.message and "\n" not in verdict.message, verdict
+
+
+@pytest.mark.slow
+def test_graded_attacks_win_no_target_cell(class_run):
+    """The same attacks handed in: every target scores 0 (or waits for a person)."""
+    won = {}
+    for attack in attacks():
+        result = class_run.results.get((attack.notebook, attack.learner))
+        assert result is not None and result["status"] == "graded", (attack.learner, result)
+        cells_ = {c["grade_id"]: c for nb in result["notebooks"] for c in nb["cells"]}
+        assert set(attack.targets) <= set(cells_), (attack.targets, sorted(cells_))
+        won |= {
+            (attack.learner, g): (cells_[g]["score"], cells_[g]["check"], cells_[g]["message"])
+            for g in attack.targets
+            if cells_[g]["score"] > 0 and cells_[g]["check"] != "withheld"
+        }
+    assert not won, won

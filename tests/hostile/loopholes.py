@@ -16,7 +16,7 @@ read by its letter (issue 27, classes 2 to 5):
 
 ``tests/test_hostile_loopholes.py`` verifies each target cell in-process (fast), with the
 instructor's test cells (hidden checks included); the class run (:mod:`hostile.class_run`) grades
-:data:`ATTACKS` as real submissions.
+:func:`attacks` as real submissions.
 """
 
 from __future__ import annotations
@@ -303,3 +303,8 @@ def block_table_attack() -> Attack:
         "check draws for seeds 0 to 9, and is wrong anywhere else",
         edits=(Edit("answer", "block_param_count", _block_table()),),
     )
+
+
+def attacks() -> tuple[Attack, ...]:
+    """Every attack of this module, the table lookup included."""
+    return (*ATTACKS, block_table_attack())
