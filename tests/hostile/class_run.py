@@ -30,7 +30,7 @@ from background import Job
 from autograder import paths
 from autograder.build import instructor_notebook_text
 
-from . import replay, trust
+from . import loopholes, replay, trust
 
 RELEASE = "release"  # the learner who handed in the untouched release notebook
 
@@ -76,7 +76,7 @@ def write_submissions(subs: Path) -> None:
         _write(subs, RELEASE, nb_id, release)
         for learner, nb in replay.submissions(solution, release).items():
             _write(subs, learner, nb_id, nb)
-    for attack in [*trust.ATTACKS, trust.ERROR_FLOOD_ATTACK]:
+    for attack in [*trust.ATTACKS, *loopholes.attacks(), trust.ERROR_FLOOD_ATTACK]:
         _write(subs, attack.learner, attack.notebook, trust.build(attack, *pairs[attack.notebook]))
     _write_folder_attacks(subs)
 
