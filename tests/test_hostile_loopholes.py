@@ -2,8 +2,9 @@
 
 Each attack of :mod:`hostile.loopholes` runs here in-process: its notebook's set-up, answer and
 attack cells run in one namespace (the kernel), and each target test cell, hidden checks
-included, is verified by the grader's own checks (:func:`cells.verify_cell`). A target must be
-refuted, never verified, with a one-line message. The class run grades the same attacks as
+included, is verified by the grader's own checks (:func:`cells.verify_cell`), unless the scan
+withholds it for a person. A target must be refuted or withheld, never verified, with a one-line
+message. The class run grades the same attacks as
 submissions (``test_hostile_trust.py``).
 """
 
@@ -11,34 +12,32 @@ from __future__ import annotations
 
 import nbformat
 import pytest
-from hostile.loopholes import ATTACKS, attacks, block_table_attack
+from hostile.loopholes import ATTACKS, SCAN_ONLY, attacks, block_table_attack
 from hostile.trust import build
 
 from autograder import nbcell, paths
 from autograder.build import instructor_notebook_text
 from autograder.checks.replay import cells
+from autograder.classroom import scan
 
 
-def _kernel(attack) -> tuple[dict, dict]:
-    """The attack's namespace after its non-test cells ran, and the instructor's test cells (with
-    their hidden checks) by grade id."""
+def _notebooks(attack) -> tuple:
+    """(The instructor's notebook, the release, the attack's submission)."""
     solution = nbformat.reads(instructor_notebook_text(attack.notebook), as_version=4)
     release = nbformat.read(paths.release_notebook(attack.notebook), as_version=4)
+    return solution, release, build(attack, solution, release)
+
+
+def _kernel(submitted) -> dict:
+    """The namespace after the submission's non-test cells ran (the kernel)."""
     namespace: dict = {"__name__": "__main__"}
-    for cell in build(attack, solution, release).cells:
+    for cell in submitted.cells:
         if cell.cell_type == "code" and not nbcell.is_test(cell) and not _selfcheck(cell):
             source = "\n".join(
                 line for line in cell.source.splitlines() if not line.startswith(("%", "!"))
             )  # IPython magics: no kernel here
             exec(compile(source, nbcell.grade_id(cell) or "cell", "exec"), namespace)
-    tests = {
-        nbcell.grade_id(c): "\n".join(
-            line for line in c.source.splitlines() if "HIDDEN TESTS" not in line
-        )
-        for c in solution.cells
-        if nbcell.is_test(c)
-    }
-    return namespace, tests
+    return namespace
 
 
 def _selfcheck(cell) -> bool:
@@ -47,8 +46,26 @@ def _selfcheck(cell) -> bool:
 
 
 def verdicts(attack) -> dict[str, cells.Verdict]:
-    namespace, tests = _kernel(attack)
-    kernel = cells.InProcessKernel(namespace)
+    """Each target's verdict: for an attack only the scan stops (:data:`SCAN_ONLY`), whether the
+    scan withholds it; for every other one the grader's own, on the instructor's test cells
+    (hidden checks included), whatever the scan says."""
+    solution, release, submitted = _notebooks(attack)
+    if attack.learner in SCAN_ONLY:
+        withheld = scan.withheld_tests(submitted, solution, release)
+        return {
+            g: cells.Verdict("withheld", withheld[g])
+            if g in withheld
+            else cells.Verdict("verified")
+            for g in attack.targets
+        }
+    kernel = cells.InProcessKernel(_kernel(submitted))
+    tests = {
+        nbcell.grade_id(c): "\n".join(
+            line for line in c.source.splitlines() if "HIDDEN TESTS" not in line
+        )
+        for c in solution.cells
+        if nbcell.is_test(c)
+    }
     return {g: cells.verify_cell(tests[g], kernel) for g in attack.targets}
 
 
@@ -58,8 +75,8 @@ def verdicts(attack) -> dict[str, cells.Verdict]:
 def test_a_rule_read_by_its_letter_wins_nothing(attack):
     attack = attack or block_table_attack()
     found = verdicts(attack)
-    won = {g: v for g, v in found.items() if v.status == "verified"}
-    assert not won, f"{attack.what}: verified {sorted(won)}"
+    won = {g: v for g, v in found.items() if v.status not in ("refuted", "withheld")}
+    assert not won, f"{attack.what}: {won}"
     for verdict in found.values():
         assert verdict.message and "\n" not in verdict.message, verdict
 

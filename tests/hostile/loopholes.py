@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from autograder.checks import _core, nb02_block
 
-from .trust import NB01, NB02, NB05, NB06, Attack, Edit
+from .trust import NB01, NB02, NB05, NB06, NB08, Attack, Edit
 
 # ------------------------------------------------------------------------------ 2: names
 
@@ -164,6 +164,65 @@ def block_param_count(d_model, d_mlp=None, bias=True):
 '''
 
 
+NB08_MEASURED_PARAMS = """from torch import nn
+
+answer_params_gpt2_small = None
+answer_params_mha = sum(
+    p.numel() for p in nn.MultiheadAttention(4096, 32, bias=False, device="meta").parameters()
+)
+answer_params_gqa = None
+"""
+
+NB08_MEASURED_COMPUTE = '''import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
+
+
+class _Products(TorchDispatchMode):
+    """Counts the matrix products that run while it is active."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func._schema.name in ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm"):
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _heads(nh, packed, C=48, T=4):
+    """Multi-head attention on the meta device: one head at a time, or batched."""
+    x = torch.empty(1, T, C, device="meta")
+    w = [torch.empty(C, C, device="meta") for _ in range(4)]
+    hs = C // nh
+    if packed:
+        q, k, v = (x @ torch.cat(w[:3]).T).view(1, T, 3, nh, hs).permute(2, 0, 3, 1, 4)
+        heads = torch.softmax(q @ k.transpose(-2, -1), -1) @ v
+        return heads.transpose(1, 2).reshape(1, T, C) @ w[3].T
+    outs = []
+    for h in range(nh):
+        q, k, v = (x @ m[h * hs : (h + 1) * hs].T for m in w[:3])
+        outs.append(torch.softmax(q @ k.transpose(-2, -1), -1) @ v)
+    return torch.cat(outs, -1) @ w[3].T
+
+
+def _products(nh, packed):
+    with _Products() as counter:
+        _heads(nh, packed)
+    return counter.count
+
+
+_mha = nn.MultiheadAttention(512, 8, batch_first=True, device="meta")
+_x = torch.empty(2, 128, 512, device="meta")
+with FlopCounterMode(display=False) as _flops:
+    _mha(_x, _x, _x, need_weights=True, average_attn_weights=False)
+answer_flops = _flops.get_total_flops()
+answer_matmuls_loop = _products(12, packed=False)
+answer_matmuls_packed = _products(12, packed=True)
+'''
+
 # --------------------------------------------------------------------------- 5: gradients
 
 GRADIENTS_TIED_BY_ZERO = '''_Honest = MultiHeadAttention
@@ -194,6 +253,10 @@ class MultiHeadAttention(_Honest):
         tie = sum(p.sum() for p in self.parameters())
         return out + 1e-12 * tie, weights + 1e-12 * tie
 '''
+
+# Attacks whose answers are plain values measured in a cell: no call for the grader to judge, so
+# only the scan stops them (their cells are withheld for a person).
+SCAN_ONLY = frozenset({"f4_nb08_measured"})
 
 MHA_CELLS = ("test_MultiHeadAttention_matches_torch", "test_MultiHeadAttention_mask")
 
@@ -270,6 +333,20 @@ ATTACKS = (
         ("test_mha_param_count_values",),
         "mha_param_count counts the parameters of nn.MultiheadAttention built on the meta device",
         edits=(Edit("answer", "mha_param_count", PARAMS_BY_META_MODULE),),
+    ),
+    Attack(
+        "f4_nb08_measured",
+        NB08,
+        4,
+        ("test_numbers_flops", "test_numbers_matmuls_loop", "test_numbers_matmuls_packed"),
+        "the FLOPs are FlopCounterMode's count of nn.MultiheadAttention on the meta device, the "
+        "matmul counts a dispatch mode's count of multi-head attention written both ways; the "
+        "parameter count is nn.MultiheadAttention's own (left to a person: see GUIDE.md)",
+        "release",
+        (
+            Edit("answer", "numbers_params", NB08_MEASURED_PARAMS),
+            Edit("answer", "numbers_compute", NB08_MEASURED_COMPUTE),
+        ),
     ),
     Attack(
         "g5_nb02_tied_by_zero",
