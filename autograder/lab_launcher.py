@@ -46,18 +46,29 @@ def _stamp_python_version(folder: Path) -> None:
         nbformat.write(nb, notebook)
 
 
-MODEL_ANSWERS = "model_answers"  # work/'s read-only copy of solutions/, for self-study
+def _drop_old_model_answers(names: set[str]) -> None:
+    """Remove ``work/model_answers/`` of earlier launches (one click from the exercises), when it
+    holds nothing but the copies this module wrote."""
+    old = paths.WORK_DIR / "model_answers"
+    if not old.is_dir() or any(p.name not in names or p.is_dir() for p in old.iterdir()):
+        return
+    for copy in old.iterdir():
+        copy.chmod(0o644)
+        copy.unlink()
+    old.rmdir()
 
 
 def sync_model_answers() -> bool:
-    """Refresh ``work/model_answers/``: a read-only copy of each instructor notebook, so that a
-    self-study learner reaches the model answers from the file browser (whose root is ``work/``).
-    Where the repository has no ``solutions/`` (a classroom release), there is none to show."""
+    """Refresh ``work/reference/model_answers/`` (:data:`paths.MODEL_ANSWERS`): a read-only copy
+    of each instructor notebook, so that a self-study learner reaches the model answers from the
+    file browser (whose root is ``work/``), one folder further than the exercises. Where the
+    repository has no ``solutions/`` (a classroom release), there is none to show."""
     notebooks = [paths.solution_notebook(i) for i in paths.notebook_ids()]
     notebooks = [n for n in notebooks if n.is_file()]
     if not notebooks:
         return False
-    folder = paths.WORK_DIR / MODEL_ANSWERS
+    _drop_old_model_answers({n.name for n in notebooks})
+    folder = paths.WORK_DIR / paths.MODEL_ANSWERS
     folder.mkdir(parents=True, exist_ok=True)
     for notebook in notebooks:
         target = folder / notebook.name

@@ -40,6 +40,16 @@ def explain_error(ename: str, evalue: str) -> str:
     return f"{ename}: {evalue}" if evalue else ename
 
 
+# What a test cell says while its exercise is not written: the stub raised, the answer is still
+# None (notebooks 05 and 08), or the grader did not run the cell. ``check`` lists these together.
+_UNFINISHED = re.compile(r"not implemented yet|is not set yet|^not run: ")
+
+
+def is_unfinished(message: str) -> bool:
+    """Whether a cell's diagnosis says only that its exercise is not written (or not run)."""
+    return bool(_UNFINISHED.search(message))
+
+
 def cell_message(cell) -> str:
     """Why a graded cell did not pass, from its last error output (or a generic line)."""
     errors = [o for o in (cell or {}).get("outputs", []) if o.get("output_type") == "error"]

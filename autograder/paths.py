@@ -6,6 +6,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS_DIR = REPO_ROOT / "solutions"
 COURSE_DIR = REPO_ROOT / "course"
 WORK_DIR = REPO_ROOT / "work"
+# work/'s read-only copy of the instructor notebooks, one folder down from the exercises.
+MODEL_ANSWERS = Path("reference") / "model_answers"
 
 
 def notebook_ids() -> list[str]:

@@ -138,8 +138,13 @@ def test_start_page_says_to_save_before_check():
 def test_model_answers_are_a_read_only_copy_in_work_and_absent_without_solutions(
     launched, work, first_notebook, monkeypatch, tmp_path
 ):
+    old = work / "model_answers"  # where earlier launches put them: moved one level down
+    old.mkdir(parents=True)
+    (old / f"{first_notebook}.ipynb").write_text("{}")
+    (old / f"{first_notebook}.ipynb").chmod(0o444)
     main(["lab"])
-    answers = work / lab_launcher.MODEL_ANSWERS / f"{first_notebook}.ipynb"
+    assert not old.exists()
+    answers = work / "reference" / "model_answers" / f"{first_notebook}.ipynb"
     assert answers.read_bytes() == paths.solution_notebook(first_notebook).read_bytes()
     assert not answers.stat().st_mode & 0o222, "read-only"
     main(["lab"])  # refreshed, not refused
@@ -151,7 +156,7 @@ def test_model_answers_are_a_read_only_copy_in_work_and_absent_without_solutions
     monkeypatch.setattr(paths, "SOLUTIONS_DIR", tmp_path / "no_solutions")
     monkeypatch.setattr(paths, "notebook_ids", lambda: [first_notebook])
     assert lab_launcher.sync_model_answers() is False
-    assert not (classroom / lab_launcher.MODEL_ANSWERS).exists()
+    assert not (classroom / paths.MODEL_ANSWERS).exists()
 
 
 def test_the_course_styles_are_served_to_jupyterlab():
