@@ -4,13 +4,13 @@ A record shows what the learner's code did with the inputs the kernel was sent. 
 as the learner's *function*, the same operators must also be right on inputs the kernel never
 saw. So after a check passes (:mod:`.cells`), it runs a second time in the grader with
 :func:`fresh_inputs`: every floating-point random draw of the check (``torch.randn``,
-``torch.rand``, ``normal_``, ``uniform_`` and their ``_like`` forms, whatever generator they
-name) is drawn again from a generator seeded with a secret, after the original draw advanced the
-check's generator as before. Integer draws (sizes, indices, masks) stay as they were, so every
-call has the same shapes and dtypes. Each call of learner code is then answered from the first
-run's record, in order (:class:`.remote.Session` with ``replaying``), its operators recomputed on
-the new tensors, and the check's own comparison judges the result: a constant or a decoy that
-matched one set of inputs fails on the other.
+``torch.rand``, ``normal_``, ``uniform_``, their ``_like`` forms and ``nn.init``'s functions,
+whatever generator they name) is drawn again from a generator seeded with a secret, after the
+original draw advanced the check's generator as before. Integer draws (sizes, indices, masks)
+stay as they were, so every call has the same shapes and dtypes. Each call of learner code is
+then answered from the first run's record, in order (:class:`.remote.Session` with
+``replaying``), its operators recomputed on the new tensors, and the check's own comparison
+judges the result: a constant or a decoy that matched one set of inputs fails on the other.
 
 A record that cannot stand for the function (operators that branch on tensor values, shapes
 that depend on them, calls the check makes differently) raises :class:`.rerun.CannotReplay`:
@@ -24,10 +24,14 @@ import secrets
 from collections.abc import Iterator
 
 import torch
+from torch import nn
 from torch.overrides import TorchFunctionMode
 
 _FACTORIES = (torch.randn, torch.rand, torch.normal, torch.randn_like, torch.rand_like)
-_IN_PLACE = (torch.Tensor.normal_, torch.Tensor.uniform_)
+_INIT = ("normal_", "uniform_", "trunc_normal_", "xavier_uniform_", "xavier_normal_")
+_INIT += ("kaiming_uniform_", "kaiming_normal_", "orthogonal_")
+# nn.init's functions reach a mode as themselves (a module's weights, drawn at construction)
+_IN_PLACE = (torch.Tensor.normal_, torch.Tensor.uniform_, *(getattr(nn.init, n) for n in _INIT))
 _DRAWS = frozenset((*_FACTORIES, *_IN_PLACE))
 
 
