@@ -34,7 +34,7 @@ class RotaryOnUnfinishedGQA(GQAStub):
 
 @pytest.mark.parametrize("check", impls.ROTARY_CHECKS, ids=lambda c: c.__name__)
 def test_an_unfinished_gqa_is_named(check):
-    with pytest.raises(CheckFailure, match="finish exercise 3 first"):
+    with pytest.raises(CheckFailure, match=r"finish exercise 3, then run this test cell again"):
         check(RotaryOnUnfinishedGQA)
 
 

@@ -48,6 +48,11 @@ class CheckFailure(AssertionError):
         return render(self)
 
 
+# Ends a message that blames an earlier, unfinished exercise: the test cell's output keeps saying
+# so after that exercise is done, until the cell runs again.
+RUN_AGAIN = "then run this test cell again (its message stays until you do)"
+
+
 def fail(message: str) -> NoReturn:
     """Raise :class:`CheckFailure` without the internal frames that led here."""
     __tracebackhide__ = True

@@ -27,6 +27,7 @@ from autograder.torch_helpers import record_torch_calls
 from . import _core
 from . import nb02_multihead as mha
 from ._core import (
+    RUN_AGAIN,
     SOFTMAX_OVER_QUERIES,
     call,
     close,
@@ -57,7 +58,7 @@ DROP = "attention_with_dropout"
 BLOCK = "Block"
 _UNFINISHED = (
     "Your Block reached an unfinished exercise (raise NotImplementedError()): finish "
-    "MultiHeadAttention first."
+    f"MultiHeadAttention, {RUN_AGAIN}."
 )
 COUNT = "block_param_count"
 

@@ -26,6 +26,7 @@ from autograder.tools.nb04_gqa import cache_nbytes, meta_cache
 from autograder.torch_helpers import one_thread, record_torch_calls
 
 from ._core import (
+    RUN_AGAIN,
     by_arithmetic,
     call,
     close,
@@ -703,7 +704,8 @@ def _check_converted(gqa, mha, nh: int, nkv: int) -> None:
 
 
 STUB_GQA = (
-    f"`{CONVERT}` builds your `{GQA}`, which is not implemented yet: finish exercise 3 first."
+    f"`{CONVERT}` builds your `{GQA}`, which is not implemented yet: finish exercise 3, "
+    f"{RUN_AGAIN}."
 )
 
 

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from autograder.torch_helpers import one_thread
 
 from ._core import (
+    RUN_AGAIN,
     call,
     close,
     describe,
@@ -60,7 +61,10 @@ HALVES = (
     "this course, like GPT-NeoX and Hugging Face's Llama, pairs feature i with feature i + hs/2 "
     "(split halves: rotate_half(x) = cat(-x2, x1))"
 )
-STUB_GQA = f"`{ROTARY}` builds on your `GroupedQueryAttention`: finish exercise 3 first."
+STUB_GQA = (
+    f"`{ROTARY}` builds on your `GroupedQueryAttention`, not written yet: finish exercise 3, "
+    f"{RUN_AGAIN}."
+)
 
 
 def rotate(
