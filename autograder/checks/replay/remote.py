@@ -19,7 +19,6 @@ outline must be the same, and recomputes it on the tensors at hand.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import pickle
 from collections.abc import Callable, Iterator
@@ -32,13 +31,12 @@ from autograder.kernel.codec import (
     ReplayError,
     call_inputs,
     module_tensors,
-    rebuild_as,
-    rebuild_tensor,
     watched_inputs,
 )
 from autograder.torch_helpers import note_claimed_calls
 
 from . import operators, rebuild, writes
+from .pickles import Learner, Outliner, dumps
 from .rebuild import StandIn
 from .rerun import CannotReplay, Rerun, quiet, ref_number
 
@@ -47,16 +45,6 @@ MAX_REPLY_BYTES = 64 * 1024**2
 
 class KernelGone(ReplayError):
     """The kernel did not answer (it died, or ran out of time)."""
-
-
-class Learner:
-    """Stands for a learner's global function or class: only the kernel can run it."""
-
-    def __init__(self, name: str):
-        self.__name__ = name
-
-    def __call__(self, *args, **kwargs):
-        raise ReplayError(f"`{self.__name__}` was called outside a recorded call")
 
 
 @dataclass
@@ -158,59 +146,12 @@ def _target(session: Session, fn: Any) -> tuple | None:
     return None  # the grader's own code (a backward pass on its tensors): run here
 
 
-class _Pickler(pickle.Pickler):
-    def __init__(self, file, session: Session, top: Any = None):
-        super().__init__(file)
-        self.session, self.top = session, top
-
-    def persistent_id(self, obj):
-        if isinstance(obj, Learner):
-            return ("global", obj.__name__)
-        if isinstance(obj, torch.nn.Module) and obj is not self.top:
-            mid = self.session.mid_of(obj)
-            if mid is not None:
-                return ("module", mid)
-        return None
-
-    def reducer_override(self, obj):
-        cls = type(obj)
-        if cls.__module__.startswith("autograder.checks"):  # the kernel has no such class
-            base = next(b for b in cls.__mro__ if not b.__module__.startswith("autograder.checks"))
-            if issubclass(base, tuple | list):
-                return (base, (list(obj),))
-            return (rebuild_as, (base, dict(vars(obj))))
-        if isinstance(obj, torch.Tensor) and not isinstance(obj, torch.nn.Parameter):
-            if obj.requires_grad:  # a tensor in a graph does not pickle: its values do
-                return (rebuild_tensor, (obj.detach(), True))
-        return NotImplemented
-
-
-class _Outliner(_Pickler):
-    """Pickles a call with each tensor as its shape, dtype and kind only."""
-
-    def reducer_override(self, obj):
-        if isinstance(obj, torch.Tensor):
-            kind = (type(obj).__name__, obj.requires_grad)
-            return (_outline_of_tensor, (tuple(obj.shape), str(obj.dtype), kind))
-        return super().reducer_override(obj)
-
-
-def _outline_of_tensor(*outline):  # never unpickled: an outline is only compared
-    raise ReplayError("an outline is not a value")
-
-
-def _dumps(session: Session, value: Any, top: Any = None, pickler=_Pickler) -> bytes:
-    buffer = io.BytesIO()
-    pickler(buffer, session, top).dump(value)
-    return buffer.getvalue()
-
-
 def _outline(session: Session, fn, args, kwargs, patches: dict) -> bytes:
     """What a replay of this call must share with its recording: everything but tensor values."""
     modes = {mid: _modes(m) for mid, m in session.modules.items()}
     shapes = [(p, tuple(t.shape), t.dtype) for p, t in watched_inputs(session.modules)]
     body = [_target(session, fn), list(args), dict(kwargs), torch.is_grad_enabled(), patches]
-    return _dumps(session, [body, modes, shapes], pickler=_Outliner)
+    return dumps(session, [body, modes, shapes], pickler=Outliner)
 
 
 def _mark(t: torch.Tensor) -> tuple:
@@ -261,7 +202,7 @@ def _register(session: Session, modules: list, send: bool) -> dict:
             if isinstance(module, StandIn):
                 raise ReplayError("a rebuilt module reached the kernel without its id")
             mid = f"t{len(session.modules) + 1}"
-            new[mid] = _dumps(session, module, top=module) if send else b""
+            new[mid] = dumps(session, module, top=module) if send else b""
             session.modules[mid] = module
     return new
 
@@ -277,7 +218,7 @@ def _request(session: Session, fn, args, kwargs, modules: list, patches: dict) -
     body["grad"] = torch.is_grad_enabled()
     body["patches"] = dict(patches)
     payload = {"new": new, "states": states, "watch": list(session.modules)}
-    payload["body"] = _dumps(session, body)
+    payload["body"] = dumps(session, body)
     return {"op": "call", "payload": pickle.dumps(payload)}
 
 
