@@ -3,7 +3,8 @@
 Each attack of :mod:`hostile.threads` runs here in-process: its notebook's set-up, answer and
 attack cells run in one namespace (the kernel), and each target test cell is verified by the
 grader's own checks (:func:`cells.verify_cell`). A target must be refuted or withheld, never
-verified. The class run grades the same attacks as submissions (``test_hostile_trust.py``).
+verified. The class run (:mod:`hostile.class_run`) grades the same attacks as submissions, in
+real sandboxed kernels: each target cell must score 0 or be withheld for a person.
 """
 
 from __future__ import annotations
@@ -47,3 +48,19 @@ def test_an_answer_computed_out_of_sight_is_never_verified(attack):
     assert not won, f"{attack.what}: verified {sorted(won)}"
     for verdict in verdicts.values():
         assert verdict.message and "\n" not in verdict.message, verdict
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.learner)
+def test_graded_attack_wins_no_target_cell(class_run, attack):
+    result = class_run.results.get((attack.notebook, attack.learner))
+    assert result is not None, class_run.stdout[-3000:]
+    assert result["status"] == "graded", result
+    cells_ = {c["grade_id"]: c for nb in result["notebooks"] for c in nb["cells"]}
+    assert set(attack.targets) <= set(cells_), (attack.targets, sorted(cells_))
+    won = {
+        g: (cells_[g]["score"], cells_[g]["check"], cells_[g]["message"])
+        for g in attack.targets
+        if cells_[g]["score"] > 0 and cells_[g]["check"] != "withheld"
+    }
+    assert not won, f"{attack.what}: won {won}"

@@ -9,7 +9,8 @@
 - the untouched release (learner :data:`RELEASE`): with the control, what ``validate`` judges;
 
 and the trust-boundary attacks of :mod:`hostile.trust`: attacks on cells, a flood of error
-output, and attacks on the folder itself (symlinked folders, formula-like learner ids).
+output, and attacks on the folder itself (symlinked folders, formula-like learner ids), and
+answers computed out of the recorder's sight (:mod:`hostile.threads`).
 
 ``tests/test_hostile_replay.py``, ``tests/test_hostile_trust.py`` and ``tests/test_validate.py``
 read the same run through the ``class_run`` fixture (``conftest.py``), so no notebook is graded
@@ -30,7 +31,7 @@ from background import Job
 from autograder import paths
 from autograder.build import instructor_notebook_text
 
-from . import loopholes, replay, trust
+from . import loopholes, replay, threads, trust
 
 RELEASE = "release"  # the learner who handed in the untouched release notebook
 
@@ -76,7 +77,8 @@ def write_submissions(subs: Path) -> None:
         _write(subs, RELEASE, nb_id, release)
         for learner, nb in replay.submissions(solution, release).items():
             _write(subs, learner, nb_id, nb)
-    for attack in [*trust.ATTACKS, *loopholes.attacks(), trust.ERROR_FLOOD_ATTACK]:
+    attacks = [*trust.ATTACKS, *threads.ATTACKS, *loopholes.attacks()]
+    for attack in [*attacks, trust.ERROR_FLOOD_ATTACK]:
         _write(subs, attack.learner, attack.notebook, trust.build(attack, *pairs[attack.notebook]))
     _write_folder_attacks(subs)
 
