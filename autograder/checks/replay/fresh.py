@@ -12,6 +12,11 @@ then answered from the first run's record, in order (:class:`.remote.Session` wi
 ``replaying``), its operators recomputed on the new tensors, and the check's own comparison
 judges the result: a constant or a decoy that matched one set of inputs fails on the other.
 
+What changes is what the check draws: the tensors it passes, and the weights of the modules it
+builds (its PyTorch references, and the learner modules it copies them into). A learner
+module's own initial weights come from its recorded operators, rerun on the grader's generator
+as in the first run, so they stay what they were unless the check overwrites them.
+
 A record that cannot stand for the function (operators that branch on tensor values, shapes
 that depend on them, calls the check makes differently) raises :class:`.rerun.CannotReplay`:
 the cell is withheld for a person.
