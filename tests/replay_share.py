@@ -4,7 +4,8 @@ Every ``CORRECT`` entry of ``tests/mistakes`` (the instructor's own variants and
 codebases write the same thing) runs through the grader's verification, its learner code in an
 in-process kernel (:func:`cells.verify_check`), with the thorough hidden run. Each outcome is
 counted: ``verified`` (replayed on new inputs and right there), ``cannot replay`` (its
-operators depend on its inputs' values: withheld for a person), ``refuted`` or ``error``.
+operators depend on its inputs' values: withheld for a person), ``refuted``, ``error``, or
+``not verifiable`` (a check the grader never verifies: notebook 06's Triton self-checks).
 
 Run: ``.venv/bin/python tests/replay_share.py [catalogue ...]`` (from the repository root).
 """
@@ -31,6 +32,8 @@ def outcome(entry) -> tuple[str, str]:
     name = getattr(entry.check, "__name__", "")
     try:
         allowed = cells.allowed_operators(name)
+        if cells.unverifiable(name):  # Triton: no record to replay, by design
+            return "not verifiable", cells.unverifiable(name)
     except ValueError:  # a catalogue's wrapper around a check
         allowed = ALLOWED
     verdict = cells.verify_check(entry.check, [remote.Learner("fn")], run, kernel, allowed)
@@ -55,7 +58,7 @@ def main(names: list[str]) -> None:
                     f"  {name}: {entry.name} under {entry.check.__name__}: {status}: "
                     f"{message[:160]}"
                 )
-        total = sum(counts.values())
+        total = sum(n for status, n in counts.items() if status != "not verifiable")
         share = counts["verified"] / total if total else 1.0
         print(
             f"{name}: {counts['verified']}/{total} replay and verify ({share:.0%}); {dict(counts)}",
