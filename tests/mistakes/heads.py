@@ -523,4 +523,8 @@ CORRECT = (
     + correct(IMPORTANCE_CHECKS, CORRECT_IMPORTANCE)
 )
 STUBS = [(check, stub) for check in ENTROPY_CHECKS + PREVIOUS_CHECKS + IMPORTANCE_CHECKS]
-REPLAY = [ck.check_head_entropy_zero_weights, ck.check_head_importance_leaves_model_unchanged]
+REPLAY = [
+    ck.check_head_entropy_zero_weights,
+    ck.check_head_importance_leaves_model_unchanged,
+    ck.check_previous_token_score_values,  # its "mask" variant builds a diagonal (diag_embed)
+]
