@@ -342,4 +342,4 @@ CORRECT = correct([checks.check_get_device], CORRECT_GET_DEVICE, runs=({},)) + c
     TILED_CHECKS, CORRECT_TILED, runs=VISIBLE_AND_HIDDEN
 )
 STUBS = [(checks.check_get_device, stub)] + [(check, stub) for check in TILED_CHECKS]
-REPLAY = [checks.check_get_device, checks.check_tiled_memory]
+REPLAY = [checks.check_get_device, checks.check_tiled_memory, checks.check_tiled_values]

@@ -7,8 +7,8 @@ here, from the grader's inputs. The rerun refuses:
 - a *constant* (a tensor that is neither an input nor an operator's output) of more than one
   element, unless the call had no tensor input (then its result is computed from Python values);
 - literal numbers beyond :data:`MAX_LITERALS` distinct values per call, constants' values
-  included (they could spell out an answer one element at a time), and integer lists longer
-  than :data:`MAX_LIST`;
+  included (they could spell out an answer one element at a time; ``arange``'s integer bounds,
+  which are positions, excepted), and integer lists longer than :data:`MAX_LIST`;
 - a call that had tensor inputs but returns only floating tensors (of more than one element)
   that depend on none of them, and read none of them into Python (``.item()``);
 - more work than any check needs: each operator first runs on shapes only (the meta device), and
@@ -225,6 +225,9 @@ def aten_op(name: Any, overload: Any) -> torch._ops.OpOverload:
 
 
 _VALUE_TYPES = ("Scalar", "float", "complex", "number")
+# Integer bounds of these are positions, not values: a tiled loop has one per block. A constant
+# spelled with them is still a constant, which the check's run on new inputs refutes.
+_POSITIONS = frozenset({"aten::arange"})
 
 
 def _count_literals(op, args: list, kwargs: dict, literals: set) -> None:
@@ -241,6 +244,8 @@ def _count_literals(op, args: list, kwargs: dict, literals: set) -> None:
             if any(t in kind for t in _VALUE_TYPES):
                 literals.update(float(v) for v in numbers)
         elif isinstance(value, int | float) and not isinstance(value, bool):
+            if isinstance(value, int) and op._schema.name in _POSITIONS:
+                continue  # a block's positions (arange(q0, q0 + b)), judged on new inputs
             if any(t in kind for t in _VALUE_TYPES):
                 literals.add(float(value) if math.isfinite(value) else repr(value))
     if len(literals) > MAX_LITERALS:
