@@ -34,6 +34,7 @@ from ._core import (
     expect_dtype,
     expect_shape,
     expect_tensor,
+    expect_unmodified,
     fail,
     first_match,
     make_generator,
@@ -133,8 +134,10 @@ def _run(
     """Call the learner's ``fn(x, mha)``; fail if it hands the work to the module itself."""
     __tracebackhide__ = True
     mha.calls = 0
+    before = [t.clone() for t in mha.state_dict().values()]
     with record_torch_calls() as names, _HeadBatches() as seen:
         out = call(fn, name, (x, mha))
+    expect_unmodified(before, list(mha.state_dict().values()), name)  # its oracle reads mha
     if mha.calls or calls_packaged_mha(names):
         fail(
             f"`{name}` calls `mha(x)` (or F.multi_head_attention_forward) itself: compute the "

@@ -461,9 +461,11 @@ def check_head_importance_values(fn: Callable, *, seed: int = 0, thorough: bool 
     __tracebackhide__ = True
     gen = make_generator(seed)
     for model, batch in _importance_cases(gen, thorough):
+        before = [t.clone() for t in model.state_dict().values()]
         with one_thread():
             out = _call_importance(fn, model, batch)
-            good = _importance(model, batch)
+            expect_unmodified(before, list(model.state_dict().values()), IMPORTANCE)
+            good = _importance(model, batch)  # measured on the model as the check built it
         if has_nan_or_inf(out):
             fail(f"`{IMPORTANCE}` returned NaN or inf: compare two finite losses.")
         if close(out, good, atol=1e-4, rtol=1e-3):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from autograder.checks import _core, nb02_block
 
-from .trust import NB01, NB02, NB05, NB06, NB08, Attack, Edit
+from .trust import NB01, NB02, NB05, NB06, NB07, NB08, Attack, Edit
 
 # ------------------------------------------------------------------------------ 2: names
 
@@ -110,6 +110,32 @@ ZEROED_TILED = '''def tiled_attention(q, k, v, block_size=64, causal=False):
     """Wrong: zeroes v in place, then returns zeros, the answer for a zero v."""
     v.zero_()
     return torch.zeros_like(q[..., :1]) * k[..., :1, :1].sum() + v[..., :1, :].sum(-2, True)
+'''
+
+ZEROED_MODULE = '''def _zero_module(x, mha):
+    """Wrong: zeroes every weight and bias of the module it is given, in place, then returns the
+    answer for that module (zeros, tied to x by a zero)."""
+    for p in mha.parameters():
+        p.data.zero_()
+    return x * 0.0
+
+
+def mha_sequential(x, mha):
+    return _zero_module(x, mha)
+
+
+def mha_parallel(x, mha):
+    return _zero_module(x, mha)
+'''
+
+ZEROED_MODEL = '''def head_importance(model, batch):
+    """Wrong: zeroes every attention weight of the model it is given, in place, so that no head
+    matters to the check's own measurement afterwards; returns zeros."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "attn" in name:
+                p.zero_()
+    return torch.zeros(model.n_layers, model.num_heads) * model.loss(batch).detach()
 '''
 
 # ------------------------------------------------------------------- 4: formulas measured
@@ -317,6 +343,24 @@ ATTACKS = (
         ),
         "a wrong tiled attention that zeroes v in place and returns zeros",
         edits=(Edit("answer", "tiled_attention", ZEROED_TILED),),
+    ),
+    Attack(
+        "w3_nb05_zeroed_module",
+        NB05,
+        3,
+        ("test_mha_sequential_matches_torch", "test_mha_parallel_matches_torch"),
+        "wrong heads that zero every weight and bias of the module they are given, in place, and "
+        "return zeros, the answer for that module",
+        edits=(Edit("answer", "mha_sequential", ZEROED_MODULE), Edit("answer", "mha_parallel", "")),
+    ),
+    Attack(
+        "w3_nb07_zeroed_model",
+        NB07,
+        3,
+        ("test_head_importance_values",),
+        "a wrong head_importance that zeroes the attention weights of the model it is given, so "
+        "that the check's measurement afterwards finds no head important, and returns zeros",
+        edits=(Edit("answer", "head_importance", ZEROED_MODEL),),
     ),
     Attack(
         "f4_nb05_flop_counter",
