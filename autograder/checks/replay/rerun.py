@@ -4,6 +4,8 @@ Every tensor a learner call returns or leaves behind must be the output of an op
 here, from the grader's inputs. The rerun refuses:
 
 - an operator the check does not allow (:mod:`.operators`), by name;
+- an operator that writes into a tensor the check passed (:mod:`.writes`: the rerun holds
+  copies of them, so the check's own stay as they were);
 - a *constant* (a tensor that is neither an input nor an operator's output) of more than one
   element, unless the call had no tensor input (then its result is computed from Python values);
 - literal numbers beyond :data:`MAX_LITERALS` distinct values per call, constants' values
