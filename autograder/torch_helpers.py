@@ -16,6 +16,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from autograder.kernel.recorder import MAX_FUNCTIONS
+
 
 @contextlib.contextmanager
 def _single_thread() -> Iterator[None]:
@@ -99,7 +101,7 @@ def note_claimed_calls(names: list[str]) -> None:
     one is caught, if at all, by the operators the grader recomputes.
     """
     for found in _LISTENING:  # marked, so that a rule names the recomputed operator first
-        found.update(f"kernel::{str(n)[:120]}" for n in names[:200])
+        found.update(f"kernel::{str(n)[:120]}" for n in names[:MAX_FUNCTIONS])
 
 
 def operator_packet(name: str) -> str | None:

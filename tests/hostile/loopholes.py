@@ -51,6 +51,35 @@ TILED_BY_OVERLOAD = '''def tiled_attention(q, k, v, block_size=64, causal=False)
     return torch.cat(rows, dim=-2).nan_to_num(0.0)
 '''
 
+FLOODED_CLAIMS = '''_SKIP = set("""abs_ absolute_ cauchy_ dense_dim dequantize exponential_
+hash_tensor histogram is_pinned log_normal_ mode nanmedian pin_memory random_ share_memory_
+sparse_dim""".split())  # methods whose operators the check refuses or cannot carry
+
+
+def _flood():
+    """Call every no-argument method of a scalar tensor: hundreds of torch.Tensor.* names, which
+    sort before torch._ops.*, so a report cut to its first names leaves the overload out."""
+    for name in sorted(dir(torch.Tensor)):
+        if name.startswith("_") or name in _SKIP:
+            continue
+        try:
+            method = getattr(torch.full((), 0.5), name)
+            if callable(method):
+                method()
+        except Exception:
+            pass
+
+
+def scaled_dot_product_attention(q, k, v, mask=None):
+    """PyTorch's math attention by its operator overload, its name buried under a flood."""
+    _flood()
+    attend = torch.ops.aten._scaled_dot_product_attention_math.default
+    if mask is not None:  # the operator adds its mask: 0 where allowed, -inf where not
+        mask = torch.zeros(mask.shape, dtype=q.dtype).masked_fill(~mask, float("-inf"))
+    out, weights = attend(q, k, v, attn_mask=mask)
+    return out.nan_to_num(0.0), weights.nan_to_num(0.0)
+'''
+
 MHA_BY_FUNCTIONAL = '''class MultiHeadAttention(nn.Module):
     """Four projections, and F.multi_head_attention_forward to do the rest."""
 
@@ -299,6 +328,19 @@ ATTACKS = (
         "scaled_dot_product_attention is torch.ops.aten._scaled_dot_product_attention_math"
         ".default, a name whose last part is `default`",
         edits=(Edit("answer", "scaled_dot_product_attention", SDPA_BY_OVERLOAD),),
+    ),
+    Attack(
+        "n2_nb01_flooded_claims",
+        NB01,
+        2,
+        (
+            "test_scaled_dot_product_attention_shapes",
+            "test_scaled_dot_product_attention_matches_torch",
+            "test_scaled_dot_product_attention_mask",
+        ),
+        "the overload attack again, after calling hundreds of torch.Tensor methods whose names "
+        "sort first, to push the overload's name out of the kernel's capped report",
+        edits=(Edit("answer", "scaled_dot_product_attention", FLOODED_CLAIMS),),
     ),
     Attack(
         "n2_nb06_tiled_overload",
