@@ -3,6 +3,8 @@ the same verdict when the grader verifies them on a kernel's record (``checks.re
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from mistakes import rope as impls
@@ -78,3 +80,38 @@ def test_mistakes_are_refuted_with_the_checks_own_diagnosis(mistake):
     assert direct[0] == "failed", direct
     assert verdict.status == "refuted", verdict
     assert verdict.message == direct[1]
+
+
+# ---------------------------------------------------------------- half precision, far positions
+
+
+def test_bf16_rounds_neighbouring_positions_together():
+    """Why angles in x.dtype fail: bfloat16 keeps 8 significant bits."""
+    assert torch.tensor([1000.0, 1001.0, 1002.0]).to(torch.bfloat16).unique().tolist() == [1000.0]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_angles_in_the_inputs_dtype_fail_at_positions_in_the_thousands(dtype):
+    """The course's first apply_rope (θ and angles in x.dtype) fails on bf16 and on fp16 alone:
+    the check feeds both at positions ≥ 4,000; float32 angles pass on the same inputs."""
+
+    def old_for_dtype(x, positions, base=10000.0):
+        if x.dtype == dtype:
+            return impls.rope_angles_in_x_dtype(x, positions, base)
+        return impls.rope_hf_llama(x, positions, base)
+
+    name = str(dtype).removeprefix("torch.")
+    with pytest.raises(CheckFailure, match=rf"on {name} input at positions (\d+) … \d+") as info:
+        checks.check_apply_rope_values(old_for_dtype)
+    first = int(re.search(r"positions (\d+)", str(info.value)).group(1))
+    assert first >= 4000
+    checks.check_apply_rope_values(impls.rope_hf_llama, thorough=True)
+
+
+@pytest.mark.parametrize("shape", [(6, 8), (3, 6, 8)], ids=str)
+def test_four_dim_cos_sin_tables_fail_on_fewer_leading_dims(shape):
+    """Issue 31: cos/sin as (1, 1, T, hs) turn a (T, hs) input into (1, 1, T, hs)."""
+    x, positions = torch.randn(shape), torch.arange(shape[-2])
+    assert impls.rope_four_dim_tables(x, positions).dim() == 4
+    with pytest.raises(CheckFailure, match="add leading dimensions"):
+        checks.check_apply_rope_values(impls.rope_four_dim_tables)

@@ -220,14 +220,19 @@ def _oracle(module, x, start=0, mask="bottom-right", tiled=False, scale=None, pa
     return module.out_proj(out.transpose(1, 2).reshape(B, T, nh * hs))  # (B, T, C)
 
 
-def _forward(module, x, past=None, causal=None, hint="", name: str = FORWARD):
-    """Run the learner's forward (``name`` in messages); check the shapes of ``(out, (k, v))``."""
+def _forward(module, x, past=None, causal=None, hint="", name: str = FORWARD, positions=None):
+    """Run the learner's forward (``name`` in messages); check the shapes of ``(out, (k, v))``.
+
+    ``positions`` (notebook 04 §8's rotary module) is passed only when given.
+    """
     __tracebackhide__ = True
     kwargs = {}
     if past is not None:
         kwargs["past_kv"] = _Cache(past)
     if causal is not None:
         kwargs["causal"] = causal
+    if positions is not None:
+        kwargs["positions"] = positions
     with torch.no_grad():
         result = call(module, name, (x,), kwargs, hint)
     if not isinstance(result, tuple | list) or len(result) != 2:

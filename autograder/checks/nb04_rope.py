@@ -30,12 +30,12 @@ from ._core import (
     call,
     close,
     describe,
-    expect_dtype,
     expect_shape,
     expect_tensor,
     expect_unmodified,
     fail,
     first_match,
+    fmt_shape,
     make_generator,
     randint,
     randn,
@@ -43,10 +43,14 @@ from ._core import (
 from .nb04_gqa import OPERATORS as GQA_OPERATORS
 from .nb04_gqa import _build, _forward, _heads
 
-#: What learner code may run: notebook 04's operators, and complex numbers (a rotation written
-#: as ``torch.view_as_complex(...) * torch.polar(...)`` is as correct as ``rotate_half``).
+#: What learner code may run: notebook 04's operators, complex numbers (a rotation written
+#: as ``torch.view_as_complex(...) * torch.polar(...)`` is as correct as ``rotate_half``), and
+#: dtype arithmetic (``torch.promote_types`` picks the float32 the angles are computed in).
 OPERATORS = GQA_OPERATORS | frozenset(
-    f"aten::{name}" for name in "view_as_complex view_as_real polar complex real imag".split()
+    f"aten::{name}"
+    for name in (
+        "view_as_complex view_as_real polar complex real imag promote_types result_type"
+    ).split()
 )
 
 #: Learner-importable names that would compute these answers: none, no tool rotates queries or
@@ -57,6 +61,7 @@ ROPE = "apply_rope"
 ROTARY = "RotaryGroupedQueryAttention"
 FORWARD = f"{ROTARY}.forward"
 BASE = 10000.0
+LLAMA3_BASE = 500_000.0  # Llama 3's rope_theta: a default copied from its config
 HALVES = (
     "this course, like GPT-NeoX and Hugging Face's Llama, pairs feature i with feature i + hs/2 "
     "(split halves: rotate_half(x) = cat(-x2, x1))"
@@ -107,8 +112,18 @@ def _rope(fn: Callable, x: torch.Tensor, positions: torch.Tensor, base: float | 
     out = expect_tensor(call(fn, ROPE, (x, positions), kwargs, hint), ROPE)
     expect_unmodified(before, (x, positions), ROPE)
     inputs = describe((x, positions), kwargs)
+    if out.dim() > x.dim() and tuple(out.shape[-x.dim() :]) == tuple(x.shape):
+        fail(
+            f"Your `{ROPE}` returns {fmt_shape(out.shape)} for a {fmt_shape(x.shape)} input: "
+            "cos and sin built as (1, 1, T, hs) add leading dimensions; build them as (T, hs/2) "
+            "or (T, hs), which broadcast against any leading dimensions."
+        )
     expect_shape(out, x.shape, f"The output of `{ROPE}`", inputs, "rotating keeps the shape")
-    expect_dtype(out, x.dtype, f"The output of `{ROPE}`")
+    if out.dtype != x.dtype:
+        fail(
+            f"The output of `{ROPE}` is {out.dtype} for {x.dtype} inputs: compute the angles "
+            "in float32 (or wider) if you like, but cast the result back with .to(x.dtype)."
+        )
     return out
 
 
@@ -135,7 +150,18 @@ def _rope_mistake(x, positions, base, out) -> str:
         "positions you are given (with a cache they start after the past).": rotate(
             x, torch.arange(T), used
         ),
+        f"Your `{ROPE}` rotates every row one position too far (positions + 1): the first token "
+        "sits at position 0, so use the positions exactly as given.": rotate(
+            x, positions + 1, used
+        ),
+        f"Your `{ROPE}` rotates every row one position short (positions - 1): use the positions "
+        "exactly as given.": rotate(x, positions - 1, used),
     }
+    if base is None:
+        variants[
+            f"Your `{ROPE}` uses base {LLAMA3_BASE:,.0f} by default, Llama 3's: the course's "
+            "default, and the original RoPE's, is base = 10000.0."
+        ] = rotate(x, positions, LLAMA3_BASE)
     if used != BASE:
         variants[
             f"Your `{ROPE}` ignores its `base` argument: use θ_i = base^(-2i/hs) with the base "
@@ -148,49 +174,95 @@ def _rope_mistake(x, positions, base, out) -> str:
 
 
 def _rope_cases(gen, thorough: bool) -> list[tuple[tuple[int, ...], str, float | None]]:
-    """``(shape (B, nh, T, hs), positions kind, base)``; base None means the default."""
+    """``(shape (..., T, hs), positions kind, base)``; base None means the default.
+
+    Leading dimensions vary: ``(B, nh, T, hs)``, ``(nh, T, hs)`` and ``(T, hs)``.
+    """
     cases = [
         ((2, 3, 5, 8), "from 0", None),
         ((1, 2, 4, 16), "offset", None),
+        ((3, 5, 8), "offset", None),
+        ((6, 4), "scattered", None),
         ((2, 2, 6, 8), "scattered", None),
         ((1, 1, 3, 2), "offset", None),
         ((1, 4, 3, 64), "offset", 500.0),
     ]
     for _ in range(5 if thorough else 0):
-        shape = (
-            randint(gen, 1, 2),
-            randint(gen, 1, 4),
-            randint(gen, 1, 7),
-            2 * randint(gen, 1, 16),
-        )
+        T, hs = randint(gen, 1, 7), 2 * randint(gen, 1, 16)
+        leading = [(), (randint(gen, 1, 4),), (randint(gen, 1, 2), randint(gen, 1, 4))]
+        shape = (*leading[randint(gen, 0, 2)], T, hs)
         kind = ("from 0", "offset", "scattered")[randint(gen, 0, 2)]
         cases.append((shape, kind, (None, 100.0, 1e6)[randint(gen, 0, 2)]))
     return cases
 
 
 def _positions(gen, T: int, kind: str) -> torch.Tensor:
-    """Integer positions ``(T,)``: ``0 … T-1``, ``P … P+T-1`` with a random past, or scattered."""
+    """Integer positions ``(T,)``: ``0 … T-1``, ``P … P+T-1`` with a random past, scattered,
+    or ``far``: ``P … P+T-1`` with ``P`` in the thousands, where half precision rounds."""
     if kind == "from 0":
         return torch.arange(T)
     if kind == "offset":
         start = randint(gen, 1, 60)
         return torch.arange(start, start + T)
+    if kind == "far":
+        start = randint(gen, 4000, 8000)
+        return torch.arange(start, start + T)
     return torch.randperm(100, generator=gen)[:T]
+
+
+#: Half-precision inputs: ``(dtype, name)``. Their tolerance is what float32 angles achieve.
+HALF = ((torch.bfloat16, "bfloat16"), (torch.float16, "float16"))
+
+
+def _relative_error(out: torch.Tensor, expected: torch.Tensor) -> float:
+    """``|out - expected| / |expected|`` over the whole tensor, in float64."""
+    out, expected = out.to(torch.float64), expected.to(torch.float64)
+    return ((out - expected).norm() / expected.norm()).item()
+
+
+def _expect_half_precision(apply_rope: Callable, gen, shape: tuple[int, ...]) -> None:
+    """bfloat16 and float16 inputs at positions in the thousands, as close as float32 angles.
+
+    Angles computed in float32 and a result rounded to the input's dtype stay within about one
+    rounding unit of that dtype (``finfo.eps``: 2⁻⁷ for bfloat16, 2⁻¹⁰ for float16); twice that
+    is allowed. Angles computed in the input's dtype are off by 20-70%: bfloat16 keeps 8
+    significant bits, so positions 4000 … 4007 are all the same number to it.
+    """
+    __tracebackhide__ = True
+    for dtype, name in HALF:
+        x = randn(gen, *shape, dtype=torch.float32).to(dtype)  # (..., T, hs)
+        positions = _positions(gen, shape[-2], "far")  # (T,)
+        out = _rope(apply_rope, x, positions, None)
+        error = _relative_error(out, rotate(x.to(torch.float64), positions))
+        if error > 2 * torch.finfo(dtype).eps:
+            first, last = positions[0].item(), positions[-1].item()
+            fail(
+                f"Your `{ROPE}` on {name} input at positions {first} … {last} is off by "
+                f"{error:.0%} of the vectors' size (float32 angles stay under "
+                f"{2 * torch.finfo(dtype).eps:.1%}): {name} keeps too few bits to tell such "
+                "positions apart, so compute positions and θ in float32 "
+                "(positions.float()[:, None] * theta), rotate, and cast the result back to "
+                "x.dtype."
+            )
 
 
 @one_thread
 def check_apply_rope_values(apply_rope: Callable, *, seed: int = 0, thorough: bool = False) -> None:
-    """Equals pairs ``(x_i, x_{i+hs/2})`` turned by ``position · base^(-2i/hs)``, any positions."""
+    """Equals pairs ``(x_i, x_{i+hs/2})`` turned by ``position · base^(-2i/hs)``, any positions,
+    any leading dimensions; in bfloat16 and float16 as close as float32 angles get."""
     __tracebackhide__ = True
     gen = make_generator(seed)
     cases = _rope_cases(gen, thorough)
     dtypes = [torch.float32, torch.float64] + [torch.float32] * len(cases)
     for dtype, (shape, kind, base) in zip(dtypes, cases, strict=False):
-        x = randn(gen, *shape, dtype=dtype)  # (B, nh, T, hs)
+        x = randn(gen, *shape, dtype=dtype)  # (..., T, hs)
         positions = _positions(gen, shape[-2], kind)  # (T,)
         out = _rope(apply_rope, x, positions, base)
         if not close(out, rotate(x, positions, BASE if base is None else base)):
             fail(_rope_mistake(x, positions, base, out))
+    _expect_half_precision(apply_rope, gen, (2, 2, 6, 32))
+    if thorough:
+        _expect_half_precision(apply_rope, gen, (3, 2 * randint(gen, 4, 64)))
 
 
 @one_thread
@@ -258,12 +330,14 @@ def _rope_oracle(
     rotate_q: bool = True,
     rotate_k: bool = True,
     rotate_v: bool = False,
+    causal: bool = True,
     **how,
 ):
     """PyTorch's output for positions ``start:`` of ``x (B, S, C)`` with rotated q and k.
 
     Keys sit at ``k_positions`` (default ``0 … S-1``), new queries at ``q_positions`` (default
-    ``start … S-1``); ``how`` goes to :func:`rotate` (layout, sign, exponent).
+    ``start … S-1``); ``how`` goes to :func:`rotate` (layout, sign, exponent). ``causal=False``
+    lets every query read every key.
     """
     q, k, v = _heads(module, x)  # (B, nh, S, hs), (B, nkv, S, hs) × 2
     S = x.shape[1]
@@ -277,7 +351,7 @@ def _rope_oracle(
     if rotate_v:
         v = rotate(v, k_positions, **how)
     T = q.shape[2]
-    allowed = torch.ones(T, S, dtype=torch.bool).tril(S - T)  # (T, S), bottom-right
+    allowed = torch.ones(T, S, dtype=torch.bool).tril(S - T) if causal else None  # (T, S)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, enable_gqa=True)
     B, nh, T, hs = out.shape
     return module.out_proj(out.transpose(1, 2).reshape(B, T, nh * hs))  # (B, T, C)
@@ -302,6 +376,10 @@ def _rotation_mistake(module, x, out) -> str:
         f"code), but {HALVES}.": _rope_oracle(module, x, layout="interleaved"),
         f"Your `{FORWARD}` output matches rotations by -position · θ_i: rotate_half(x) is "
         "cat(-x2, x1).": _rope_oracle(module, x, sign=-1),
+        f"Your `{FORWARD}` rotates with base {LLAMA3_BASE:,.0f} (Llama 3's rope_theta): this "
+        "course's apply_rope and its default are base 10000.": _rope_oracle(
+            module, x, base=LLAMA3_BASE
+        ),
     }
     return first_match(out, variants) or (
         f"Your `{FORWARD}` on {T} positions without a cache differs from grouped-query attention "
@@ -326,6 +404,12 @@ def _expect_rotated_cache(module, x, k, v, k_positions) -> None:
         )
     if close(k, rotate(k_raw, k_positions)):
         return
+    if close(k, rotate(k_raw, k_positions + 1)):
+        fail(
+            "Your cached keys are rotated one position too far (1 … S instead of 0 … S-1): the "
+            "outputs agree, since only distances count, but a cache that mixes with anyone "
+            "else's is off by one. The first token sits at position 0."
+        )
     if close(k, k_raw):
         fail(
             "Your cache holds the keys before rotation: rotate the new keys at their positions "
@@ -358,7 +442,8 @@ def _module(cls, gen, C, nh, nkv, bias):
 
 @one_thread
 def check_rotary_gqa_full_pass(cls: Callable, *, seed: int = 0, thorough: bool = False) -> None:
-    """Without a cache: q and k rotated at 0 … T-1 (values not), the cache holds rotated keys."""
+    """Without a cache: q and k rotated at 0 … T-1 (values not), the cache holds rotated keys;
+    ``causal=False`` attends to every key."""
     __tracebackhide__ = True
     gen = make_generator(seed)
     for C, nh, nkv, bias in _rotary_configs(gen, thorough):
@@ -368,6 +453,17 @@ def check_rotary_gqa_full_pass(cls: Callable, *, seed: int = 0, thorough: bool =
         if not close(out, _rope_oracle(module, x)):
             fail(_rotation_mistake(module, x, out))
         _expect_rotated_cache(module, x, k, v, torch.arange(x.shape[1]))
+        out, _, _ = _forward(module, x, causal=False, name=FORWARD)
+        if not close(out, _rope_oracle(module, x, causal=False)):
+            if close(out, _rope_oracle(module, x)):
+                fail(
+                    f"Your `{FORWARD}` masks the future even with causal=False: build the mask "
+                    "only when causal is True, and attend to every key otherwise."
+                )
+            fail(
+                f"Your `{FORWARD}` with causal=False differs from attention over every key with "
+                "q and k rotated at 0 … T-1: only the mask depends on `causal`."
+            )
 
 
 def _chunkings(S: int) -> list[list[int]]:
@@ -449,3 +545,83 @@ def _expect_decoded_cache(module, seen, k, v, chunks) -> None:
             "keys sit at P … P+T-1, so use torch.arange(P, P + T) with P = past_kv[0].shape[2]."
         )
     _expect_rotated_cache(module, seen, k, v, torch.arange(seen.shape[1]))
+
+
+# ------------------------------------------------------------ positions passed explicitly
+
+WINDOW = 3  # keys a rolling buffer keeps
+
+
+@one_thread
+def check_rotary_gqa_positions(cls: Callable, *, seed: int = 0, thorough: bool = False) -> None:
+    """``forward(x, past_kv, positions=...)`` rotates at the positions given: a chunk that starts
+    later in the text, and a rolling buffer that keeps only the last few keys (its length stops
+    telling the position)."""
+    __tracebackhide__ = True
+    gen = make_generator(seed)
+    for C, nh, nkv, bias in _rotary_configs(gen, thorough):
+        module = _module(cls, gen, C, nh, nkv, bias)
+        T = randint(gen, 3, 6)
+        x = randn(gen, 2, T, C, dtype=torch.float32)  # (B, T, C)
+        start = randint(gen, 5, 90)
+        positions = torch.arange(start, start + T)  # (T,)
+        try:
+            out, k, v = _forward(module, x, name=FORWARD, positions=positions)
+        except AssertionError as failure:
+            if "unexpected keyword argument 'positions'" in str(failure):
+                fail(
+                    f"Your `{FORWARD}` takes no `positions` argument: add `positions=None` "
+                    "after `causal`, and count P … P+T-1 from the cache only when it is None."
+                )
+            raise
+        _, k_raw, _ = _heads(module, x)  # (B, nkv, T, hs)
+        counted = torch.arange(T)  # (T,): what the cache's length gives without a cache
+        if not close(k, rotate(k_raw, positions)) and close(k, rotate(k_raw, counted)):
+            if close(out, _rope_oracle(module, x, k_positions=counted, q_positions=positions)):
+                fail(
+                    f"Your `{FORWARD}` rotates the queries at the `positions` given but the new "
+                    "keys at P … P+T-1 from the cache's length: rotate both at the positions "
+                    "given."
+                )
+            fail(
+                f"Your `{FORWARD}` ignores its `positions` argument: given positions "
+                f"{start} … {start + T - 1}, it cached keys rotated at 0 … {T - 1}. Use the "
+                "positions passed in, and the cache's length only when none are given."
+            )
+        expected = _rope_oracle(module, x, k_positions=positions, q_positions=positions)
+        if not close(out, expected):
+            fail(
+                f"Your `{FORWARD}` given positions {start} … {start + T - 1} (no cache) differs "
+                "from attention with q and k rotated at exactly those positions."
+            )
+        _expect_rotated_cache(module, x, k, v, positions)
+        _expect_rolling_buffer(module, gen, C)
+
+
+def _expect_rolling_buffer(module, gen, C: int) -> None:
+    """Decode token by token keeping only the last ``WINDOW`` keys, positions passed in."""
+    __tracebackhide__ = True
+    S = WINDOW + 4
+    x = randn(gen, 1, S, C, dtype=torch.float32)  # (B, S, C)
+    past = None
+    for t in range(S):
+        out, k, v = _forward(
+            module, x[:, t : t + 1], past, name=FORWARD, positions=torch.tensor([t])
+        )
+        lo = max(0, t - WINDOW)  # the oldest key still in the buffer
+        kept = x[:, lo : t + 1]  # (B, n, C): the tokens whose keys the buffer holds
+        expected = _rope_oracle(
+            module,
+            kept,
+            kept.shape[1] - 1,
+            k_positions=torch.arange(lo, t + 1),
+            q_positions=torch.tensor([t]),
+        )
+        if not close(out, expected):
+            fail(
+                f"Decoding with a rolling buffer of the last {WINDOW} keys, your token at "
+                f"position {t} (passed as positions=[{t}], with {k.shape[2] - 1} keys cached) "
+                "is not rotated at that position: the cache's length stops telling the "
+                "position once old keys are dropped, so rotate at the positions you are given."
+            )
+        past = (k[:, :, -WINDOW:], v[:, :, -WINDOW:])  # (B, nkv, ≤ WINDOW, hs): the buffer

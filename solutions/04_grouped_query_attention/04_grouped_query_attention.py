@@ -28,8 +28,9 @@
 # 6. Measure how much faster decoding gets with the cache.
 # 7. Turn a trained MHA into a GQA by averaging key/value heads, and measure what that costs
 #    (exercise 5).
-# 8. Give the queries and keys their positions by rotating them (RoPE, exercise 6), and cache the
-#    keys already rotated, at the right positions (exercise 7).
+# 8. Give the queries and keys their positions by rotating them (RoPE, exercise 6; in float32,
+#    even for bfloat16 models), and cache the keys already rotated, at positions that are an
+#    input of the layer (exercise 7).
 #
 # **How this notebook is graded.** Each exercise is a function or class you complete in place of
 # `raise NotImplementedError()`. The locked cell after it checks your code and names the likely
@@ -85,6 +86,7 @@ from autograder.checks.nb04_rope import (
     check_apply_rope_values,
     check_rotary_gqa_decoding,
     check_rotary_gqa_full_pass,
+    check_rotary_gqa_positions,
 )
 from autograder.tools import nb04_gqa_plots, plots
 from autograder.tools.modules import TorchMultiHeadAttention
@@ -956,6 +958,15 @@ else:
 # Using the other layout on someone's weights gives no error, only a model that has lost track
 # of word order.
 #
+# **Not every feature has to turn.** GPT-NeoX rotates only the first `rotary_pct` of each head's
+# features (25% by default: 32 of the 128 in each head of Pythia-1.4B) and passes the rest through unchanged; GPT-J
+# (`rotary_dim = 64` of 256, interleaved pairs) and Phi-2 (`partial_rotary_factor = 0.4`) do
+# the same.
+# The unrotated features score by content alone, whatever the distance. Porting such a model
+# means rotating `x[..., :rot]` with a head size of `rot` in the frequencies and concatenating
+# `x[..., rot:]` back; rotating all `hs` features runs without an error and is wrong. This
+# course rotates every feature, as Llama does.
+#
 # With split halves, `x1, x2 = x[..., :hs//2], x[..., hs//2:]` and the whole rotation is
 #
 # $$\text{rope}(x) = x \odot \cos + \text{rotate\_half}(x) \odot \sin, \qquad \text{rotate\_half}(x) = [-x_2,\; x_1],$$
@@ -968,15 +979,17 @@ else:
 # **Difficulty** ●●○ · **Importance** ★★★ (every Llama-style model runs it in every layer) ·
 # **Time** ~15 min
 #
-# Rotate queries or keys `(B, nh, T, hs)` (any leading dimensions) whose `T` positions are given
-# as integers `positions (T,)`. `hs` is even. Return a new tensor of the same shape and dtype; do
-# not change `x`.
+# Rotate queries or keys `(B, nh, T, hs)` whose `T` positions are given as integers
+# `positions (T,)`. Any leading dimensions work: `(nh, T, hs)` and `(T, hs)` are rotated too. `hs`
+# is even. Return a new tensor of the same shape and dtype; do not change `x`. The test also
+# feeds bfloat16 and float16 inputs at positions in the thousands, as a long-context model does.
 #
 # <details><summary>Hint 1: the frequencies and angles</summary>
 #
-# `theta = base ** -(torch.arange(0, hs, 2, dtype=x.dtype, device=x.device) / hs)` is `(hs/2,)`;
-# `positions.to(x.dtype)[:, None] * theta` gives the angles `(T, hs/2)`, which broadcast against
-# `(B, nh, T, hs/2)`.
+# `theta = base ** -(torch.arange(0, hs, 2, dtype=torch.float32, device=x.device) / hs)` is
+# `(hs/2,)`; `positions.float()[:, None] * theta` gives the angles `(T, hs/2)`, which broadcast
+# against any leading dimensions. Keep them in float32 even when `x` is bfloat16 or float16
+# (section "Half precision" below says why), and cast the result back with `.to(x.dtype)`.
 # </details>
 #
 # <details><summary>Hint 2: the rotation</summary>
@@ -1002,11 +1015,12 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) 
     """
     ### BEGIN SOLUTION
     hs = x.shape[-1]
-    theta = base ** -(torch.arange(0, hs, 2, dtype=x.dtype, device=x.device) / hs)  # (hs/2,)
-    angles = positions.to(x.dtype)[:, None] * theta  # (T, 1) * (hs/2,) -> (T, hs/2)
-    cos, sin = angles.cos(), angles.sin()  # (T, hs/2)
+    theta = base ** -(torch.arange(0, hs, 2, dtype=torch.float32, device=x.device) / hs)  # (hs/2,)
+    angles = positions.to(x.device).float()[:, None] * theta  # (T, 1) * (hs/2,) -> (T, hs/2)
+    cos, sin = angles.cos(), angles.sin()  # (T, hs/2), float32 whatever x.dtype is
     x1, x2 = x[..., : hs // 2], x[..., hs // 2 :]  # (..., T, hs/2) each
-    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)  # (..., T, hs)
+    out = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)  # (..., T, hs)
+    return out.to(x.dtype)  # computed in float32 (or float64), returned in x's dtype
     ### END SOLUTION
 
 
@@ -1085,21 +1099,81 @@ print(
 )
 
 # %% [markdown]
+# ### Half precision: compute the angles in float32
+#
+# Models run in bfloat16 or float16, and a tempting `apply_rope` computes the angles in
+# `x.dtype`. bfloat16 keeps 8 significant bits: between 512 and 1024 it can only count in steps of
+# 4, beyond 1024 in steps of 8. Positions 1000, 1001 and 1002 are one number to it, and pair 0
+# turns by a whole radian per position, so the rotation lands on the wrong angle. float16 keeps 11
+# bits: the positions are exact up to 2048, but an angle of 1000 radians is stored only to the
+# nearest half radian. Measure both against float64:
+
+
+# %%
+def apply_rope_in_dtype(x, positions, base=10000.0):
+    """The tempting version: θ and the angles in x.dtype."""
+    hs = x.shape[-1]
+    theta = base ** -(torch.arange(0, hs, 2, dtype=x.dtype) / hs)  # (hs/2,)
+    angles = positions.to(x.dtype)[:, None] * theta  # (T, hs/2), rounded to x.dtype
+    x1, x2 = x[..., : hs // 2], x[..., hs // 2 :]  # (..., T, hs/2) each
+    return torch.cat(
+        [x1 * angles.cos() - x2 * angles.sin(), x2 * angles.cos() + x1 * angles.sin()], -1
+    )
+
+
+print("1000, 1001, 1002 in bfloat16:", torch.tensor([1000.0, 1001.0, 1002.0]).bfloat16().tolist())
+torch.manual_seed(0)
+for dtype in (torch.bfloat16, torch.float16):
+    for start in (1000, 4000):
+        x = torch.randn(1, 2, 8, 64).to(dtype)  # (B, nh, T, hs)
+        positions = torch.arange(start, start + 8)  # (T,)
+        exact = apply_rope_in_dtype(x.double(), positions)  # (B, nh, T, hs): float64 angles
+        for name, fn in (
+            ("angles in x.dtype", apply_rope_in_dtype),
+            ("angles in float32", apply_rope),
+        ):
+            error = (fn(x, positions).double() - exact).norm() / exact.norm()
+            print(
+                f"{str(dtype):15s} positions {start}…{start + 7}  {name}: {error.item():7.2%} off"
+            )
+
+# %% [markdown]
+# Computed in float32 and cast back, the result is as good as the input's own rounding allows
+# (a fraction of a percent); computed in half precision it is wrong by tens of percent, and
+# nothing raises an error. Hugging Face's Llama computes its `cos` and `sin` in float32 for
+# exactly this reason (its comment: "bfloat16 loses precision on long contexts").
+#
 # ### RoPE and the KV cache
 #
-# The rotation of a key depends on nothing but its own position, and a token's position never
-# changes once it is written. So a key can be rotated once, when it is computed, and **cached
-# already rotated**; Hugging Face's Llama does exactly that. Every later step reads the cached
-# keys as they are and rotates only what is new: its queries and its keys. Values are never
-# rotated; they carry the content that the weights mix, and position only has to shape the
-# weights.
+# The rotation of a key depends on nothing but its own position, and in an ordinary cache a
+# token keeps its position once it is written. So a key can be rotated once, when it is
+# computed, and **cached already rotated**; Hugging Face's Llama does exactly that. Every later
+# step reads the cached keys as they are and rotates only what is new: its queries and its keys.
+# Values are never rotated; they carry the content that the weights mix, and position only has
+# to shape the weights.
 #
-# With a cache the `T` new tokens are not positions `0 … T-1`: they come after the `P` cached
-# ones, at `P … P+T-1`, where `P = past_kv[0].shape[2]`. Counting from 0 at every call is the
-# classic bug, and a sneaky one: without a cache (`P = 0`) it is right, so a model passes every
-# test run on whole sequences and only goes wrong while generating. Token by token, every new
-# query and key would then be rotated by 0, and the model would generate with no sense of order
-# at all.
+# **Positions are an input.** With a cache the `T` new tokens are not positions `0 … T-1`. Real
+# code is told where they are: Hugging Face's models take `position_ids` (and `cache_position`,
+# the slots they fill), vLLM passes a position per token. When nobody says, the cache's length
+# `P = past_kv[0].shape[2]` gives `P … P+T-1`, and that is right only while the cache holds every
+# token of this one sequence since position 0. It breaks as soon as that stops being true:
+#
+# - a **sliding-window** cache that keeps the last `W` keys in a rolling buffer (Mistral): its
+#   length stops at `W` while the positions go on;
+# - a **sink** cache (StreamingLLM) that keeps the first few tokens plus a recent window;
+# - a batch of prompts of different lengths padded on the left, where each row starts at its
+#   own position (Hugging Face computes `position_ids` from the attention mask for that reason).
+#
+# Counting from 0 at every call is the classic bug, and a sneaky one: without a cache (`P = 0`)
+# it is right, so a model passes every test run on whole sequences and only goes wrong while
+# generating. Token by token, every new query and key would then be rotated by 0, and the model
+# would generate with no sense of order at all.
+#
+# **When cached keys do need touching.** A key rotated at its position in the text never needs
+# rotating again. StreamingLLM numbers positions *inside the cache* instead, so that distances
+# stay within what the model was trained on: when it evicts a token, every kept key moves one
+# slot. It therefore caches keys before rotation and rotates them at their cache slots at every
+# step (Hugging Face's former `SinkCache` re-rotated the kept keys by the shift instead).
 #
 # The other way to go wrong is to cache the raw keys and rotate the whole cache again at every
 # step: the outputs come out right, but every step redoes the rotation of all $S$ cached
@@ -1111,15 +1185,18 @@ print(
 #
 # **Difficulty** ●●○ · **Importance** ★★★ (the cache of every Llama-style model) · **Time** ~15 min
 #
-# A subclass of your `GroupedQueryAttention`: the same `__init__` (nothing to add) and the same
-# `forward(x, past_kv=None, causal=True) -> (out, (k, v))`, with one change. After splitting into
-# heads, rotate `q` and the new `k` with your `apply_rope` at positions `P … P+T-1`; then append
-# the rotated keys to the cache and attend exactly as before. The returned `k` holds rotated keys,
-# `v` raw values. Decoding token by token must still equal one full causal pass.
+# A subclass of your `GroupedQueryAttention`: the same `__init__` (nothing to add) and
+# `forward(x, past_kv=None, causal=True, positions=None) -> (out, (k, v))`. After splitting into
+# heads, rotate `q` and the new `k` with your `apply_rope` at `positions`, the integer positions
+# `(T,)` of the new tokens; when `positions` is None, use `P … P+T-1` counted from the cache.
+# Then append the rotated keys to the cache and attend exactly as before (`causal=False` still
+# means no mask). The returned `k` holds rotated keys, `v` raw values. Decoding token by token
+# must still equal one full causal pass, and the third test decodes with a rolling buffer that
+# keeps only the last 3 keys, passing each token's position.
 #
 # <details><summary>Hint 1: the positions</summary>
 #
-# `P = 0 if past_kv is None else past_kv[0].shape[2]`, then
+# Only when `positions is None`: `P = 0 if past_kv is None else past_kv[0].shape[2]`, then
 # `positions = torch.arange(P, P + T, device=x.device)`.
 # </details>
 #
@@ -1140,13 +1217,16 @@ class RotaryGroupedQueryAttention(GroupedQueryAttention):
         x: torch.Tensor,
         past_kv: tuple[torch.Tensor, torch.Tensor] | None = None,
         causal: bool = True,
+        positions: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """As ``GroupedQueryAttention.forward``, with q and the new k rotated at ``P … P+T-1``.
+        """As ``GroupedQueryAttention.forward``, with q and the new k rotated at their positions.
 
         Args:
-            x: the new positions ``(B, T, C)``.
+            x: the new tokens ``(B, T, C)``.
             past_kv: ``(k, v)``, each ``(B, nkv, P, hs)``: keys already rotated, raw values.
             causal: as in ``GroupedQueryAttention``.
+            positions: the integer positions of the new tokens ``(T,)``; None means
+                ``P … P+T-1``, right while the cache holds every earlier token.
 
         Returns:
             ``(out, (k, v))``: out ``(B, T, C)``; k (rotated) and v ``(B, nkv, S, hs)``.
@@ -1154,8 +1234,9 @@ class RotaryGroupedQueryAttention(GroupedQueryAttention):
         ### BEGIN SOLUTION
         B, T, C = x.shape
         hs = C // self.num_heads
-        P = 0 if past_kv is None else past_kv[0].shape[2]  # positions already in the cache
-        positions = torch.arange(P, P + T, device=x.device)  # (T,): the new tokens come after
+        if positions is None:
+            P = 0 if past_kv is None else past_kv[0].shape[2]  # positions already in the cache
+            positions = torch.arange(P, P + T, device=x.device)  # (T,): the new tokens come after
         q = self.q_proj(x).view(B, T, self.num_heads, hs).transpose(1, 2)  # (B, nh, T, hs)
         k = self.k_proj(x).view(B, T, self.num_kv_heads, hs).transpose(1, 2)  # (B, nkv, T, hs)
         v = self.v_proj(x).view(B, T, self.num_kv_heads, hs).transpose(1, 2)  # (B, nkv, T, hs)
@@ -1190,6 +1271,13 @@ check_rotary_gqa_decoding(RotaryGroupedQueryAttention)
 check_rotary_gqa_decoding(RotaryGroupedQueryAttention, seed=1, thorough=True)
 ### END HIDDEN TESTS
 
+# %% nbgrader={"grade": true, "grade_id": "test_RotaryGroupedQueryAttention_positions", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""Positions passed explicitly are the ones rotated: a later chunk, and a rolling buffer of 3 keys."""
+check_rotary_gqa_positions(RotaryGroupedQueryAttention)
+### BEGIN HIDDEN TESTS
+check_rotary_gqa_positions(RotaryGroupedQueryAttention, seed=1, thorough=True)
+### END HIDDEN TESTS
+
 # %% [markdown]
 # Decode token by token with your module and compare with one pass over the whole sequence: the
 # outputs agree, and so do the caches, which hold the same rotated keys either way.
@@ -1211,6 +1299,38 @@ print(
 print("cached keys vs the full pass's rotated keys:    ", (past[0] - k_full).abs().max().item())
 
 # %% [markdown]
+# Now keep only the last 3 keys, as a sliding-window model's rolling buffer does, and decode the
+# same tokens again, once letting the layer count positions from the cache and once passing
+# each token's position. The reference for token `t` is one pass over the tokens the buffer
+# holds, at their own positions.
+
+# %%
+window = 3
+with torch.no_grad():
+    past_counted = past_given = None
+    gap_counted = gap_given = 0.0
+    for t in range(x.shape[1]):
+        lo = max(0, t - window)  # the oldest token still in the buffer
+        reference, _ = rotary(x[:, lo : t + 1], positions=torch.arange(lo, t + 1))  # (B, n, C)
+        out_counted, (k, v) = rotary(x[:, t : t + 1], past_kv=past_counted)  # positions from P
+        past_counted = (k[:, :, -window:], v[:, :, -window:])  # (B, nkv, ≤ 3, hs)
+        out_given, (k, v) = rotary(x[:, t : t + 1], past_kv=past_given, positions=torch.tensor([t]))
+        past_given = (k[:, :, -window:], v[:, :, -window:])  # (B, nkv, ≤ 3, hs)
+        gap_counted = max(gap_counted, (out_counted - reference[:, -1:]).abs().max().item())
+        gap_given = max(gap_given, (out_given - reference[:, -1:]).abs().max().item())
+print(
+    f"rolling buffer of {window}, positions counted from the cache: largest error {gap_counted:.3f}"
+)
+print(
+    f"rolling buffer of {window}, positions passed in:               largest error {gap_given:.1e}"
+)
+
+# %% [markdown]
+# Counted from the cache, every token from the fifth on is rotated at position 3, the buffer's
+# length, and the distances to the cached keys come out wrong. Passed in, the positions stay
+# right however many keys the buffer has dropped.
+
+# %% [markdown]
 # ## Summary
 #
 # - Decoding one token at a time reuses the keys and values of every earlier token: the KV cache.
@@ -1228,8 +1348,12 @@ print("cached keys vs the full pass's rotated keys:    ", (past[0] - k_full).abs
 # - RoPE turns pair $i$ of every query and key by position $\times\ \text{base}^{-2i/hs}$, so
 #   scores depend only on the distance $m - n$. Pairs are split halves here (`rotate_half`);
 #   Meta's original code interleaves them, and weights only work with their own layout.
-# - With a cache, the new tokens sit at positions $P \dots P+T-1$; rotate their queries and keys
-#   there, cache the rotated keys, and never rotate the values.
+# - Compute RoPE's angles in float32 and cast the result back: bfloat16 cannot tell position 1001
+#   from 1000.
+# - Positions are an input (`position_ids`). Counting them from the cache's length, $P \dots
+#   P+T-1$, holds only while the cache keeps every earlier token; rolling buffers and sink caches
+#   need the positions passed in. Rotate queries and keys there, cache the rotated keys, and never
+#   rotate the values.
 #
 # **Interview answer, in one breath:** *"In grouped-query attention the query heads are split
 # into groups and each group shares one key and value head. Every head still has its own queries
