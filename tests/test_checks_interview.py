@@ -152,3 +152,59 @@ def test_the_notebooks_buggy_code_fails_with_the_intended_diagnosis():
         for check, diagnosis in expectations:
             with pytest.raises(CheckFailure, match=re.escape(diagnosis)):
                 check(functions[name], seed=1, thorough=True)
+
+
+def _flash_hbm_numbers(T: int, hs: int, sram: int) -> int:
+    """Numbers FlashAttention-2's forward moves between HBM and SRAM for one head: each tile of
+    ``Br`` queries is read once and its output written once, and every tile re-reads all of k
+    and v (Dao et al., Algorithm 1 with the loops swapped as in FlashAttention-2)."""
+    Br = max(1, sram // (4 * hs))  # q, k, v and output tiles of hs-wide rows share the SRAM
+    tiles = math.ceil(T / Br)
+    return 2 * T * hs + tiles * 2 * T * hs
+
+
+def test_flash_io_key_says_the_traffic_stays_quadratic_in_t():
+    """Issue 29: the keyed option of §5.2 (ii) once said HBM traffic falls to about T·hs per
+    head. Counted tile by tile it is Θ(T²·hs²/M): doubling T multiplies it by about 4."""
+    small, large = (_flash_hbm_numbers(T, 64, 100_000) for T in (8192, 16384))
+    assert 3.5 < large / small < 4.5
+    standard = 4 * 16384**2  # the T × T scores and weights, each written and read back once
+    assert large < standard / 5  # far smaller, all the same
+    notes, _ = nb08_loop.LOOP_CHOICES["flash_io"]
+    key = "".join(checks._right("flash_io", checks.CHOICES["flash_io"]))
+    assert "T²·hs²/M" in notes[key] and "T·hs per head" not in notes[key]
+    source = paths.source_text(NOTEBOOK).read_text()
+    option = source[source.index("**(ii) Why is it faster") : source.index("choice_flash_io")]
+    assert "Θ(T²·hs²/M)" in option and "order T·hs per head" not in option
+
+
+def test_complexity_has_exactly_one_true_option():
+    """Issue 29: with hs fixed at 64-128, nh grows with C, so 'memory O(T²·C)' was also true.
+    Every option but the key must now claim a wrong order for time or memory."""
+    source = paths.source_text(NOTEBOOK).read_text()
+    options = source[source.index("### 5.1 · What does attention cost?") :].split(
+        "choice_complexity"
+    )[0]
+    assert "memory O(T²·C)" not in options
+    assert "(d) Time O(T·C²)" in options
+
+
+# What the fix of each buggy piece of code would say: the checks must not say it on the buggy code.
+CAUSES = {
+    "BuggyMultiHeadAttention": ("√hs", "√d_model", "~mask", "True = blocked"),
+    "BuggyPackedCausalSelfAttention": ("(B, T, 3, nh, hs)", "(B, T, nh, 3, hs)", "after the"),
+    "BuggyRotaryCausalAttention": ("split", "rope(", "(B, nh, T, hs)"),
+}
+
+
+def test_the_buggy_code_gets_its_symptom_not_its_fix():
+    """Issue 29: §3 is find-the-bug; the first failure says which property fails on which input,
+    and the cause stays behind the hints."""
+    functions = _notebook_functions()
+    for name, expectations in impl.NOTEBOOK_BUGS.items():
+        for check, _ in expectations:
+            for run in ({}, {"seed": 1, "thorough": True}):
+                with pytest.raises(CheckFailure) as info:
+                    check(functions[name], **run)
+                message = str(info.value)
+                assert not [cause for cause in CAUSES[name] if cause in message], message

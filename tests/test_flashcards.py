@@ -2,6 +2,7 @@
 file and the widget behave as notebook 08 describes them."""
 
 import json
+import re
 
 import ipywidgets as widgets
 import pytest
@@ -177,3 +178,12 @@ def test_flashcard_widget_builds_without_writing(tmp_path, monkeypatch):
     box = fc.flashcard_widget("flashcards_progress.json")
     assert isinstance(box, widgets.VBox)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_head_counts_use_the_course_notation():
+    """Issue 29: a count of heads is nh, as in the shape legend; h names one head's index."""
+    for card in fc.DECK:
+        for text in (card.front, card.back):
+            assert not re.search(r"instead of h\b|\bh heads\b", text), card.id
+    wide = next(card for card in fc.DECK if card.id == "wide_head")
+    assert "instead of nh" in wide.back

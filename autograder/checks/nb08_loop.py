@@ -129,8 +129,9 @@ LOOP_CHOICES = {
             "sorts or halves the keys",
             "c": "every query meets every key: T² pairs of C-wide dot products across the heads "
             "in time, and a T × T table per head in memory unless a fused kernel streams it",
-            "d": "the memory of the scores does not depend on C: each head keeps one number per "
-            "(query, key) pair, whatever its width",
+            "d": "the C² terms belong to the projections, which are not part of attention itself; "
+            "the scores and the weighted sum cost T² products of hs numbers per head, T²·C in "
+            "all",
         },
         frozenset({"767662eec051ae02"}),
     ),
@@ -140,8 +141,9 @@ LOOP_CHOICES = {
             "are rescaled by exp(old max − new max), so the end result is the exact softmax, "
             "only computed in another order",
             "b": "no part of the score table is dropped; every key contributes to every query",
-            "c": "the kernel runs at the input's own precision; exactness comes from the "
-            "rescaling, not from a wider type",
+            "c": "the kernel does accumulate in fp32 while its inputs stay fp16 or bf16, but fp32 "
+            "still rounds; 'exact' means the same maths as the ordinary softmax, and that comes "
+            "from the rescaling, not from a wider type",
             "d": "the result does not depend on the block size beyond rounding: blocks are a "
             "schedule, not an approximation",
         },
@@ -157,7 +159,9 @@ LOOP_CHOICES = {
             "smaller than HBM; HBM is where the inputs and outputs stay",
             "d": "standard attention writes the scores and weights to HBM and reads them back; "
             "FlashAttention keeps tiles of q, k and v in on-chip SRAM and writes only the "
-            "output, so the HBM traffic drops from T² to about T·hs per head",
+            "output, so the T × T round trip and memory disappear; what remains, re-reading k "
+            "and v for every tile of queries, is Θ(T²·hs²/M) for an SRAM of M numbers (Dao et "
+            "al., Theorem 2): still quadratic in T, with a much smaller constant",
         },
         frozenset({"71d7b09a01f4fd77"}),
     ),
@@ -165,9 +169,10 @@ LOOP_CHOICES = {
         {
             "a": "the gradients need the attention weights; without them, or a way to remake "
             "them, there is no backward pass",
-            "b": "the forward keeps only each row's maximum and log-sum-exp (T numbers per "
-            "head); the backward remakes the weights tile by tile from q, k and those "
-            "statistics, trading a few extra FLOPs for never storing T × S weights",
+            "b": "the forward keeps one log-sum-exp per query row (FlashAttention-2; the first "
+            "version kept the row maximum m and sum ℓ, the same information), T numbers per "
+            "head; the backward remakes the weights tile by tile from q, k and that statistic, "
+            "trading a few extra FLOPs for never storing T × S weights",
             "c": "storing the weights would bring back the T × S memory the forward avoided; "
             "the row statistics are enough to remake them exactly",
             "d": "recomputing in the backward is a choice to save memory, not a consequence of "
@@ -193,13 +198,15 @@ LOOP_CHOICES = {
         {
             "a": "heads are the unit of sharding: with 8 key/value heads on 16 ranks each "
             "key/value head is replicated on 2 ranks, and each rank serves the query heads "
-            "that read it, so the KV cache per rank stops shrinking below one head",
+            "that read it, so the KV cache per rank stops shrinking below one head; this works "
+            "because 8 divides 16",
             "b": "a head's hs features belong to one softmax; splitting them across ranks "
             "would need a reduction inside every dot product",
             "c": "tensor parallelism shards heads across ranks, never positions; the cache "
             "keeps every past token",
-            "d": "any number of ranks works with replication; the number of key/value heads "
-            "only sets where the memory saving stops",
+            "d": "real implementations (Megatron, vLLM) need divisibility one way or the other: "
+            "the ranks divide the key/value heads, or the key/value heads divide the ranks so "
+            "that each is replicated a whole number of times, as 8 heads on 16 ranks are",
         },
         frozenset({"4fcf65f20018f0b8"}),
     ),
@@ -236,9 +243,11 @@ LOOP_CHOICES = {
             "a": "re-rotating the cache every step costs work and gains nothing: the score of a "
             "rotated pair already depends only on their distance",
             "b": "the values carry content and are never rotated; only queries and keys are",
-            "c": "a key is rotated once, at its absolute position, when it enters the cache; "
+            "c": "a key is rotated once, at its position in the text, when it enters the cache; "
             "the score of query m and key n then depends only on n − m, because two rotations "
-            "compose into one, so cached keys never need touching again",
+            "compose into one, so with positions in the text cached keys never need touching "
+            "again (caches that renumber positions, like StreamingLLM's, store keys unrotated "
+            "or re-rotate them)",
             "d": "rotations are applied to q and k before the scores, not to the scores",
         },
         frozenset({"54904f7879b7a0c3"}),
@@ -261,13 +270,15 @@ LOOP_CHOICES = {
     "dropout_where": (
         {
             "a": "the residual path itself is never dropped out; dropout acts on the branches",
-            "b": "dropping scores before the softmax would be renormalised away and can remove "
-            "every key of a row",
+            "b": "dropout on the scores does not remove keys: a zeroed score still gets weight "
+            "e⁰/Σ after the softmax (notebook 02 §10); the dropout goes on the weights, after "
+            "the softmax",
             "c": "dropout is only active in training; at inference (model.eval()) it is the "
             "identity",
             "d": "on the attention weights after the softmax (dropping whole query–key links), "
             "and on the output of each residual branch before it is added back; rescaled by "
-            "1/(1 − p) in training and off at inference",
+            "1/(1 − p) in training and off at inference, which model.eval() does for nn.Dropout "
+            "and SDPA needs as dropout_p=p if self.training else 0.0",
         },
         frozenset({"48a97de914a97e87"}),
     ),

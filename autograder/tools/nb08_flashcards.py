@@ -142,7 +142,7 @@ DECK: tuple[Card, ...] = (
         "notebook 02 §7",
         "Why not one wider head instead of several narrow ones?",
         "Same parameters at the same width (4C² + 4C either way), but one softmax per query "
-        "instead of h: one mixture of the values rather than several, so less diversity.",
+        "instead of nh: one mixture of the values rather than several, so less diversity.",
     ),
     _card(
         "gqa",
@@ -339,8 +339,9 @@ DECK: tuple[Card, ...] = (
         "notebook 06, notebook 08 §5.2",
         "FlashAttention: why exact, why fast, why does the backward recompute?",
         "Exact: an online softmax rescales earlier partial sums by exp(old max − new max). "
-        "Fast: tiles stay in on-chip SRAM, so the T × T table never travels to HBM. Backward: "
-        "only each row's max and log-sum-exp are saved; the weights are remade tile by tile.",
+        "Fast: tiles stay in on-chip SRAM, so the T × T table never travels to HBM; the traffic "
+        "left is Θ(T²·hs²/M) for SRAM size M, still quadratic but far smaller. Backward: one "
+        "log-sum-exp per row is saved (FA-1: max and sum); the weights are remade tile by tile.",
     ),
     _card(
         "mha_gqa_mqa",
@@ -372,11 +373,12 @@ DECK: tuple[Card, ...] = (
     _card(
         "rope_cache",
         "intuition",
-        "notebook 08 §3.3 and §5.6",
-        "Why does a RoPE model cache rotated keys?",
-        "Each key is rotated once, at its absolute position. A query at m and a key at n score "
-        "by a rotation of n − m only, so cached keys never change; new tokens must be rotated at "
-        "positions P … P + T − 1, not from 0.",
+        "notebook 04 §8, notebook 08 §5.6",
+        "Why does a RoPE model cache rotated keys, and where do the new positions come from?",
+        "Each key is rotated once, at its position in the text; a query at m and a key at n "
+        "score by a rotation of n − m only, so cached keys never change. Positions are an input "
+        "(position_ids): the cache's length gives them only while it keeps every earlier token, "
+        "not with a rolling window or sinks (StreamingLLM renumbers and re-rotates).",
     ),
     _card(
         "block_ln_dropout",
@@ -391,10 +393,11 @@ DECK: tuple[Card, ...] = (
         "live_coding",
         "numbers & pitfalls",
         "notebook 08 §5.8",
-        "Causal MHA from a blank page: the lines, with shapes?",
-        "q, k, v = (x @ W_qkv.T).split(C, -1); view (B, T, nh, hs), transpose to (B, nh, T, hs); "
-        "scores = q @ kᵀ / √hs (B, nh, T, T); masked_fill the future with −inf; softmax over the "
-        "keys; @ v; transpose back, reshape (B, T, C); @ W_out.T.",
+        "Live coding attention: what do you say before typing, and how do you test it after?",
+        "Before: the shape of every input and output, the weight layout (which rows are q, k, "
+        "v; nn.Linear's (out, in)), which kv head each query head reads, the mask's alignment. "
+        "After: compare with nn.MultiheadAttention on the same weights, then the edge cases: "
+        "T = 1, one head, nkv = 1 and nkv = nh.",
     ),
 )
 

@@ -22,9 +22,9 @@
 # |---|---|---|---|---|
 # | 1 | Numbers worth knowing: head size, parameters, memory, FLOPs, matmul counts | ●●○ | ~30 min | 10 |
 # | 2 | Claims to confirm or push back on (multiple choice) | ●○○ – ●●○ | ~25 min | 12 |
-# | 3 | Find and fix the bug: a ported MHA module, a packed qkv projection, a rotary cache | ●●○ | ~40 min | 10 |
+# | 3 | Find and fix the bug: a ported MHA module, a packed qkv projection, a rotary layer | ●●○ | ~40 min | 10 |
 # | 4 | Say it out loud: two written answers | ●●● | ~25 min | 7, by your instructor |
-# | 5 | The rest of the loop: complexity, FlashAttention, GQA and sharding, serving, long context, RoPE, the block; live coding | ●●○ – ●●● | ~55 min | 17 |
+# | 5 | The rest of the loop: complexity, FlashAttention, GQA and sharding, serving, long context, RoPE, the block; live coding of grouped-query attention | ●●○ – ●●● | ~55 min | 17 |
 # | 6 | Flashcards for spaced review | ●○○ | 10 min a day | — |
 # | 7 | If you got it wrong: where to revisit | — | — | — |
 #
@@ -64,14 +64,11 @@ import torch.nn.functional as F
 from IPython.display import display
 from torch import nn
 
-from autograder.checks.nb02_multihead import check_mha_mask, check_mha_matches_torch
-from autograder.checks.nb08_bugs import (
-    check_causal_mha_live,
-    check_packed_attention,
-    check_rope_decoding,
-    check_rope_full_pass,
-)
+from autograder.checks.nb08_bugs import check_packed_attention
 from autograder.checks.nb08_interview import check_choice, check_number
+from autograder.checks.nb08_live import check_causal_gqa_live
+from autograder.checks.nb08_ported import check_fixed_mha_mask, check_fixed_mha_matches_torch
+from autograder.checks.nb08_rotary import check_rope_decoding, check_rope_full_pass
 from autograder.tools.nb08_flashcards import flashcard_widget
 
 warnings.filterwarnings("ignore")
@@ -567,8 +564,10 @@ check_choice("pushback", answer_pushback)
 # its bugs survive. The two in 3.1 are mistakes that earlier checks name, here in code someone
 # else wrote; the three in 3.2 and 3.3 appear nowhere earlier in the course. For each one:
 # read it, predict what goes wrong, run the symptom cell, then write the fixed version in the
-# answer cell (start by copying the buggy body). The checks are the course's own: they compare
-# with PyTorch and name the mistake they recognise, one at a time.
+# answer cell (start by copying the buggy body). The checks compare with PyTorch, one mistake at
+# a time. For the bugs of the given code they report only the symptom, which property fails on
+# which input, as a failing test in a real codebase would; finding the line is your part, and
+# the hints lead there. A wrong fix of a kind earlier notebooks teach is named outright.
 #
 # ### 3.1 · A module ported from another codebase
 #
@@ -708,16 +707,16 @@ class MultiHeadAttention(nn.Module):
 
 # %% nbgrader={"grade": true, "grade_id": "test_fixed_mha_matches_torch", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 """The fixed module equals nn.MultiheadAttention with the same weights, self- and cross-attention."""
-check_mha_matches_torch(MultiHeadAttention)
+check_fixed_mha_matches_torch(MultiHeadAttention)
 ### BEGIN HIDDEN TESTS
-check_mha_matches_torch(MultiHeadAttention, seed=1, thorough=True)
+check_fixed_mha_matches_torch(MultiHeadAttention, seed=1, thorough=True)
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "test_fixed_mha_mask", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 """The fixed module reads the mask as True = may attend; rows with no allowed key give zeros."""
-check_mha_mask(MultiHeadAttention)
+check_fixed_mha_mask(MultiHeadAttention)
 ### BEGIN HIDDEN TESTS
-check_mha_mask(MultiHeadAttention, seed=1, thorough=True)
+check_fixed_mha_mask(MultiHeadAttention, seed=1, thorough=True)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -790,6 +789,15 @@ with torch.no_grad():  # the same weights: in_proj_weight is [W_q; W_k; W_v] as 
 # `self.qkv(x).split(C, dim=-1)` gives the three `C`-wide chunks in stacking order; split each
 # into heads afterwards. The 1/√hs belongs on the scores, before the mask and the softmax.
 # </details>
+#
+# **The layout the bug assumes is real.** GPT-NeoX (and Pythia, which uses its code) packs its
+# `query_key_value` weight per head, `[q_0; k_0; v_0; q_1; k_1; v_1; …]`, and reads the output
+# with `.view(B, T, nh, 3 * hs)`, which is exactly the line above. That code is right for NeoX's
+# weights and wrong for nanoGPT's or `nn.MultiheadAttention`'s. Porting a checkpoint from one
+# layout to the other is a permutation of the packed weight's rows,
+# `w.view(3, nh, hs, C).transpose(0, 1).reshape(3 * C, C)` from stacked to per head, and its
+# inverse the other way. Before you reuse code that unpacks a fused projection, find out which
+# layout the weights were trained with.
 
 
 # %% nbgrader={"grade": false, "grade_id": "fixed_packed", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -830,28 +838,30 @@ check_packed_attention(PackedCausalSelfAttention, seed=1, thorough=True)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### 3.3 · A rotary cache that forgets where it is
+# ### 3.3 · A rotary layer ported from a one-head prototype
 #
 # **Time** ~15 min
 #
 # Llama-style models encode positions with **RoPE**: before the scores, each query and key is
 # rotated by an angle proportional to its position (the helper `rope` below turns feature pair
-# `(i, i + hs/2)` by `position · θ_i`). The layer decodes with a cache of keys that are stored
-# **already rotated** (section 5.6 asks why). `forward(x, past_kv=None)` takes the `T` newest
-# tokens and the cache `(k, v)`, each `(B, nh, P, hs)`, and returns `(out, (k, v))` with the
-# cache extended. Decoding piece by piece must equal one full pass. One line is wrong.
+# `(i, i + hs/2)` by `position · θ_i`, computing the angles in float32 as notebook 04 §8
+# explains). The layer decodes with a cache of keys stored **already rotated** (section 5.6 asks
+# why). `forward(x, past_kv=None, positions=None)` takes the `T` newest tokens, the cache
+# `(k, v)`, each `(B, nh, P, hs)`, and optionally their positions `(T,)` (by default
+# `P … P+T-1`); it returns `(out, (k, v))` with the cache extended. Its author tested it on one
+# head, and cached decoding equals the full pass. One line is wrong.
 
 
 # %% nbgrader={"grade": false, "grade_id": "given_buggy_rotary", "locked": true, "schema_version": 3, "solution": false, "task": false}
 def rope(x, positions, base=10_000.0):
     """Rotate ``x (..., T, hs)`` at integer ``positions (T,)``: features i and i + hs/2 turn
-    together by positions · base^(−2i/hs)."""
+    together by positions · base^(−2i/hs). Angles in float32, result in x's dtype."""
     half = x.shape[-1] // 2
-    theta = base ** (-torch.arange(half, dtype=x.dtype, device=x.device) / half)  # (hs/2,)
-    angle = positions.to(x.dtype)[:, None] * theta  # (T, hs/2)
+    theta = base ** (-torch.arange(half, dtype=torch.float32, device=x.device) / half)  # (hs/2,)
+    angle = positions.to(x.device).float()[:, None] * theta  # (T, hs/2)
     cos, sin = angle.cos(), angle.sin()
     x1, x2 = x[..., :half], x[..., half:]
-    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (..., T, hs)
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).to(x.dtype)
 
 
 class BuggyRotaryCausalAttention(nn.Module):
@@ -865,14 +875,15 @@ class BuggyRotaryCausalAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, d_model, bias=False)
         self.out_proj = nn.Linear(d_model, d_model, bias=False)
 
-    def forward(self, x, past_kv=None):
+    def forward(self, x, past_kv=None, positions=None):
         B, T, C = x.shape
         nh, hs = self.num_heads, C // self.num_heads
-        q = self.q_proj(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
-        k = self.k_proj(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        if positions is None:
+            P = 0 if past_kv is None else past_kv[0].shape[2]  # the cache holds every earlier token
+            positions = torch.arange(P, P + T, device=x.device)  # (T,)
+        q = rope(self.q_proj(x), positions).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = rope(self.k_proj(x), positions).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
         v = self.v_proj(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
-        positions = torch.arange(T, device=x.device)  # (T,)
-        q, k = rope(q, positions), rope(k, positions)  # rotated once, then cached
         if past_kv is not None:
             k = torch.cat([past_kv[0], k], dim=2)  # (B, nh, S, hs)
             v = torch.cat([past_kv[1], v], dim=2)  # (B, nh, S, hs)
@@ -884,32 +895,39 @@ class BuggyRotaryCausalAttention(nn.Module):
 
 # %%
 torch.manual_seed(0)
-rotary = BuggyRotaryCausalAttention(16, 2).eval()
 x = torch.randn(1, 6, 16)  # (B, T, C)
-with torch.no_grad():
-    full, _ = rotary(x)  # one pass over all six tokens
-    past, steps = None, []
-    for t in range(6):  # the same tokens, one at a time, with the cache
-        out, past = rotary(x[:, t : t + 1], past_kv=past)
-        steps.append(out)
-print(
-    "token by token vs full pass, largest difference per position:",
-    [round(d, 3) for d in (torch.cat(steps, 1) - full).abs().amax(dim=(0, 2)).tolist()],
-)
+for heads in (1, 2):
+    rotary = BuggyRotaryCausalAttention(16, heads).eval()
+    with torch.no_grad():
+        full, _ = rotary(x)  # one pass over all six tokens
+        past, steps = None, []
+        for t in range(6):  # the same tokens, one at a time, with the cache
+            out, past = rotary(x[:, t : t + 1], past_kv=past)
+            steps.append(out)
+        later, _ = rotary(x, positions=torch.arange(6) + 100)  # the same text 100 tokens later
+    print(
+        f"num_heads={heads}: token by token vs full pass {(torch.cat(steps, 1) - full).abs().max():.1e}, "
+        f"same text 100 positions later vs here {(later - full).abs().max():.1e}"
+    )
 
 # %% [markdown]
 # Write `RotaryCausalAttention(d_model, num_heads)` without the bug: the same attributes and
-# interface, `rope` as given, the cache holding the rotated keys.
+# interface (`positions` included), `rope` as given, the cache holding the rotated keys.
 #
 # <details><summary>Hint 1: where to look</summary>
 #
-# Only position 0 comes out right. Which position does the token of the second call sit at,
-# and which position does the code rotate it at?
+# Cached decoding agrees with the full pass, so positions are counted consistently. But with two
+# heads, moving the whole text by 100 positions changes the output, which RoPE promises never to
+# do: a score may depend only on the distance between query and key. With one head nothing
+# changes. What differs between one head and two, in the features that `rope` pairs up?
 # </details>
 #
 # <details><summary>Hint 2: the line</summary>
 #
-# The cache already says how many positions came before: `P = past_kv[0].shape[2]`.
+# `rope` pairs feature `i` with feature `i + hs/2` of the vector it is given. Here it is given the
+# whole `(B, T, C)` projection, so it pairs features `i` and `i + C/2`, which belong to different
+# heads, and each head's dot product no longer sees a rotation. Split into heads first, then
+# rotate `(B, nh, T, hs)`.
 # </details>
 
 
@@ -917,8 +935,9 @@ print(
 class RotaryCausalAttention(nn.Module):
     """Causal attention with RoPE and a cache of rotated keys.
 
-    ``forward(x (B, T, C), past_kv=None)`` returns ``(out (B, T, C), (k, v))`` with ``k``, ``v``
-    of shape ``(B, nh, S, hs)``: the past positions, then the new ones; ``k`` rotated.
+    ``forward(x (B, T, C), past_kv=None, positions=None)`` returns ``(out (B, T, C), (k, v))``
+    with ``k``, ``v`` of shape ``(B, nh, S, hs)``: the past positions, then the new ones; ``k``
+    rotated. ``positions (T,)`` defaults to ``P … P+T-1``.
     """
 
     def __init__(self, d_model, num_heads):
@@ -931,16 +950,17 @@ class RotaryCausalAttention(nn.Module):
         self.out_proj = nn.Linear(d_model, d_model, bias=False)
         ### END SOLUTION
 
-    def forward(self, x, past_kv=None):
+    def forward(self, x, past_kv=None, positions=None):
         ### BEGIN SOLUTION
         B, T, C = x.shape
         nh, hs = self.num_heads, C // self.num_heads
+        if positions is None:
+            P = 0 if past_kv is None else past_kv[0].shape[2]  # the cache holds every earlier token
+            positions = torch.arange(P, P + T, device=x.device)  # (T,)
         q = self.q_proj(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
         k = self.k_proj(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
         v = self.v_proj(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
-        P = 0 if past_kv is None else past_kv[0].shape[2]  # positions already cached
-        positions = torch.arange(P, P + T, device=x.device)  # (T,): absolute positions
-        q, k = rope(q, positions), rope(k, positions)  # rotated once, then cached
+        q, k = rope(q, positions), rope(k, positions)  # per head: pairs (i, i + hs/2)
         if past_kv is not None:
             k = torch.cat([past_kv[0], k], dim=2)  # (B, nh, S, hs)
             v = torch.cat([past_kv[1], v], dim=2)  # (B, nh, S, hs)
@@ -952,7 +972,7 @@ class RotaryCausalAttention(nn.Module):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_fixed_rotary_full_pass", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-"""Without a cache: causal attention on rotated queries and keys; the cache holds rotated keys."""
+"""Without a cache: causal attention on rotated queries and keys, unchanged when every position moves."""
 check_rope_full_pass(RotaryCausalAttention)
 ### BEGIN HIDDEN TESTS
 check_rope_full_pass(RotaryCausalAttention, seed=1, thorough=True)
@@ -968,10 +988,10 @@ check_rope_decoding(RotaryCausalAttention, seed=1, thorough=True)
 # %% [markdown]
 # What the five bugs have in common: none raises an error, and none changes the shape of an
 # output. The packed split even reads the right number of features for every head, only the
-# wrong ones; the rotary cache is right for its first call, which is all a quick test tends to
-# try. Only a comparison with a trusted reference (PyTorch), or a property test (cached
-# decoding equals the full pass), exposes them. In an interview, name the test that would have
-# caught the bug, not only the fix.
+# wrong ones; the rotary layer is right with one head, which is all its author tried, and its
+# cached decoding agrees with its full pass. Only a comparison with a trusted reference
+# (PyTorch), or a property test (moving the whole text changes nothing under RoPE), exposes them.
+# In an interview, name the test that would have caught the bug, not only the fix.
 #
 # ## 4 · Say it out loud
 #
@@ -1082,7 +1102,7 @@ check_rope_decoding(RotaryCausalAttention, seed=1, thorough=True)
 #   projections.
 # - (b) Time O(T·log T·C), memory O(T·log T).
 # - (c) Time O(T²·C), memory O(T²) per head for the score table.
-# - (d) Time O(T²·C), memory O(T²·C).
+# - (d) Time O(T·C²), memory O(T²) per head: the C² comes from the weight matrices.
 
 # %% nbgrader={"grade": false, "grade_id": "choice_complexity", "locked": false, "schema_version": 3, "solution": true, "task": false}
 answer_complexity = None  # one letter
@@ -1149,7 +1169,10 @@ check_choice("flash_exact", answer_flash_exact)
 # - (c) It moves q, k and v into HBM, which is faster than SRAM.
 # - (d) Standard attention writes the `T × T` scores and weights to the GPU's large, slow HBM and
 #   reads them back; FlashAttention keeps tiles of q, k, v in the small, fast on-chip SRAM and
-#   writes only the output, so the memory traffic falls from order T² to order T·hs per head.
+#   writes only the output. The `T × T` round trip and the `T × T` memory disappear; the traffic
+#   that remains, re-reading k and v for each tile of queries, is Θ(T²·hs²/M) per head for an
+#   SRAM of M numbers (Dao et al., 2022, Theorem 2): still quadratic in T, with a constant many
+#   times smaller.
 
 # %% nbgrader={"grade": false, "grade_id": "choice_flash_io", "locked": false, "schema_version": 3, "solution": true, "task": false}
 answer_flash_io = None  # one letter
@@ -1164,10 +1187,16 @@ check_choice("flash_io", answer_flash_io)
 # %% [markdown]
 # **(iii) Why does its backward pass recompute the attention weights?**
 #
+# Some background first. Training needs the gradient of the loss with respect to q, k and v, and
+# the chain rule through `out = P @ v` and `P = softmax(S)` uses the weights `P` themselves:
+# `dv = Pᵀ @ dout`, and the gradient of the scores is `P ⊙ (dP − rowsum(dout ⊙ out))`. Standard
+# attention keeps `P`, a `T × S` table per head, from the forward pass for this.
+#
 # - (a) It does not need them: the gradients of attention depend only on q, k and v.
-# - (b) The forward pass saves only each query row's maximum and log-sum-exp, a few numbers per
-#   row; the backward remakes the weights block by block from q, k and those statistics, paying
-#   some extra FLOPs to never store a `T × S` table.
+# - (b) The forward pass saves one statistic per query row, its log-sum-exp (FlashAttention-2;
+#   the first version kept the row maximum m and the sum ℓ, which amount to the same); the
+#   backward remakes the weights block by block from q, k and that statistic, paying some extra
+#   FLOPs to never store a `T × S` table.
 # - (c) Storing the weights would be fine, but recomputing them is faster on every GPU.
 # - (d) Because fp16 rounding makes stored weights too inaccurate for gradients.
 
@@ -1264,8 +1293,8 @@ check_number("decode_intensity", answer_decode_intensity)
 # %% [markdown]
 # ### 5.5 · Long context
 #
-# **Sliding-window attention** (Mistral 7B uses a window of 4,096): each query reads only the
-# `W` most recent keys. What does that buy, and what does it cost?
+# **Sliding-window attention** (Mistral 7B v0.1 used a window of 4,096; later versions dropped
+# it): each query reads only the `W` most recent keys. What does that buy, and what does it cost?
 #
 # - (a) Attention becomes free: no keys are read beyond the window.
 # - (b) Work O(T·W) instead of O(T²), a KV cache capped at `W` positions; a token further back
@@ -1316,9 +1345,14 @@ check_choice("attention_sinks", answer_attention_sinks)
 #
 # - (a) It is a shortcut; the correct method re-rotates every cached key at each step.
 # - (b) Because the values must be rotated too, and storing both rotated saves work.
-# - (c) Each key is rotated once, at its absolute position, when it is made. The score of a query
-#   at position m with a key at position n depends only on n − m, since two rotations combine
-#   into one rotation by the difference; so a cached key never needs touching again.
+# - (c) Each key is rotated once, at its position in the text, when it is made. The score of a
+#   query at position m with a key at position n depends only on n − m, since two rotations
+#   combine into one rotation by the difference; so as long as positions are positions in the
+#   text, a cached key never needs touching again.
+#
+# (Caches that renumber positions, as StreamingLLM does inside its window of sinks and recent
+# tokens, are the exception: they store keys unrotated, or re-rotate them when they evict; see
+# notebook 04 §8.)
 # - (d) Because RoPE is applied to the scores, and cached keys are part of the scores.
 
 # %% nbgrader={"grade": false, "grade_id": "choice_rope_cache", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -1361,7 +1395,10 @@ check_choice("pre_ln", answer_pre_ln)
 # - (b) On the scores, before the softmax.
 # - (c) Everywhere, including at inference, so that the model stays robust.
 # - (d) On the attention weights after the softmax, and on each residual branch's output before
-#   it is added back; scaled by 1/(1 − p) while training, switched off by `model.eval()`.
+#   it is added back; scaled by 1/(1 − p) while training and off at inference. `model.eval()`
+#   switches off `nn.Dropout` modules, not a `dropout_p` you pass to
+#   `F.scaled_dot_product_attention` yourself: that takes `dropout_p=self.p if self.training
+#   else 0.0`.
 
 # %% nbgrader={"grade": false, "grade_id": "choice_dropout_where", "locked": false, "schema_version": 3, "solution": true, "task": false}
 answer_dropout_where = None  # one letter
@@ -1374,35 +1411,40 @@ answer_dropout_where = "d"
 check_choice("dropout_where", answer_dropout_where)
 
 # %% [markdown]
-# ### 5.8 · Live coding: causal multi-head attention from a blank cell
+# ### 5.8 · Live coding: causal grouped-query attention from a blank cell
 #
 # **Time** box: 20 minutes · **Points** 3 (the time is shown, not graded)
 #
-# The last round: an empty editor and "write causal multi-head attention". Close the earlier
-# notebooks and section 3, run the timer cell, write the function, run its test cell, then stop
-# the timer.
+# The last round: an empty editor and "write causal attention for a Llama-style layer". Close
+# the earlier notebooks and section 3, run the timer cell, write the function, run its test
+# cell, then stop the timer.
 #
-# `causal_mha_live(x, w_qkv, w_out, num_heads)`: `x` is `(B, T, C)`; `w_qkv` is the packed
-# `(3C, C)` weight `[W_q; W_k; W_v]` (queries = `x @ W_q.T`); `w_out` is `(C, C)`; no biases.
-# Return the `(B, T, C)` output of causal multi-head self-attention, equal to
-# `nn.MultiheadAttention(C, num_heads, bias=False, batch_first=True)` holding those weights with
-# a causal mask. Plain tensor operations or `F.scaled_dot_product_attention` are both fine; say
-# out loud what each line's shape is as you write it.
+# `causal_gqa_live(x, w_q, w_kv, w_out, num_heads, num_kv_heads)`: `x` is `(B, T, C)`; `w_q` is
+# `(C, C)`; `w_kv` is `(2·nkv·hs, C)`, the key rows of all `nkv` key/value heads followed by
+# their value rows (`[W_k; W_v]`, keys = `x @ W_k.T`); `w_out` is `(C, C)`, laid out like an
+# `nn.Linear` weight; no biases. Query heads `0 … n_rep−1` share key/value head 0, the next
+# `n_rep` share head 1, and so on (`n_rep = nh / nkv`). Return the `(B, T, C)` output of causal
+# grouped-query self-attention. Plain tensor operations or `F.scaled_dot_product_attention` are
+# both fine; say out loud what each line's shape is as you write it, and which of the inputs the
+# test may vary (MQA with `nkv = 1`, MHA with `nkv = nh`).
 
 # %%
 live_start = time.perf_counter()
-print("Timer started: write causal_mha_live below.")
+print("Timer started: write causal_gqa_live below.")
 
 
-# %% nbgrader={"grade": false, "grade_id": "live_causal_mha", "locked": false, "schema_version": 3, "solution": true, "task": false}
-def causal_mha_live(x, w_qkv, w_out, num_heads):
-    """Causal multi-head self-attention: x (B, T, C), w_qkv (3C, C), w_out (C, C) -> (B, T, C)."""
+# %% nbgrader={"grade": false, "grade_id": "live_causal_gqa", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def causal_gqa_live(x, w_q, w_kv, w_out, num_heads, num_kv_heads):
+    """Causal grouped-query self-attention: x (B, T, C), w_q (C, C), w_kv (2·nkv·hs, C),
+    w_out (C, C) -> (B, T, C)."""
     ### BEGIN SOLUTION
     B, T, C = x.shape
-    hs = C // num_heads
-    q, k, v = (x @ w_qkv.T).split(C, dim=-1)  # (B, T, C) each
-    q, k, v = (t.view(B, T, num_heads, hs).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(hs)  # (B, nh, T, T)
+    hs, n_rep = C // num_heads, num_heads // num_kv_heads
+    q = (x @ w_q.T).view(B, T, num_heads, hs).transpose(1, 2)  # (B, nh, T, hs)
+    k, v = (x @ w_kv.T).split(num_kv_heads * hs, dim=-1)  # (B, T, nkv·hs) each: keys first
+    k, v = (t.view(B, T, num_kv_heads, hs).transpose(1, 2) for t in (k, v))  # (B, nkv, T, hs)
+    k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)  # (B, nh, T, hs)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(hs)  # (B, nh, T, hs) @ (B, nh, hs, T)
     allowed = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()  # (T, T)
     weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)  # (B, nh, T, T)
     out = (weights @ v).transpose(1, 2).reshape(B, T, C)  # (B, nh, T, hs) -> (B, T, C)
@@ -1410,11 +1452,11 @@ def causal_mha_live(x, w_qkv, w_out, num_heads):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "test_live_causal_mha_matches_torch", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-"""causal_mha_live equals causal nn.MultiheadAttention holding the same packed weights."""
-check_causal_mha_live(causal_mha_live)
+# %% nbgrader={"grade": true, "grade_id": "test_live_causal_gqa_matches_torch", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+"""causal_gqa_live equals causal nn.MultiheadAttention holding the kv weights repeated per group."""
+check_causal_gqa_live(causal_gqa_live)
 ### BEGIN HIDDEN TESTS
-check_causal_mha_live(causal_mha_live, seed=1, thorough=True)
+check_causal_gqa_live(causal_gqa_live, seed=1, thorough=True)
 ### END HIDDEN TESTS
 
 # %%
@@ -1472,14 +1514,16 @@ else:
 # | `test_choice_mask_after_softmax` | notebook 03 §1–2 (masks as permissions; the causal mask) |
 # | `test_fixed_mha_matches_torch` | notebook 01 §4 (why divide by √d_k) and notebook 02 §4–5 (the module; equality with `nn.MultiheadAttention`) |
 # | `test_fixed_mha_mask` | notebook 02 §5 and notebook 03 §6 (`nn.MultiheadAttention` reads masks the other way round) |
-# | `test_fixed_packed_matches_torch`, `test_live_causal_mha_matches_torch` | notebook 02 §2–5 (the head layout; equality with `nn.MultiheadAttention`, whose `in_proj_weight` stacks q, k, v) and notebook 01 §4 (the scale belongs on the scores) |
-# | `test_fixed_rotary_full_pass`, `test_fixed_rotary_decoding` | notebook 04 §3–4 (the new queries are the last positions; decoding with the cache) and section 5.6 here |
+# | `test_fixed_packed_matches_torch` | notebook 02 §2–5 (the head layout; equality with `nn.MultiheadAttention`, whose `in_proj_weight` stacks q, k, v), notebook 01 §4 (the scale belongs on the scores) and section 3.2 here (GPT-NeoX's per-head layout) |
+# | `test_live_causal_gqa_matches_torch` | notebook 04 §2–3 (which query heads share a kv head; `repeat_interleave`; the GQA module) and notebook 02 §2–5 (the head layout; the output projection) |
+# | `test_fixed_rotary_full_pass`, `test_fixed_rotary_decoding` | notebook 04 §8 (RoPE pairs features within one head; the relative property; the cache of rotated keys) and notebook 04 §3–4 (the bottom-right mask; decoding with the cache) |
 # | `test_choice_complexity`, `test_numbers_crossover_seq_len` | notebook 05 §3 (counting FLOPs) and notebook 06 (the `(T, S)` table) |
-# | `test_choice_flash_exact`, `test_choice_flash_io`, `test_choice_flash_backward` | notebook 06 (SDPA's fused kernels; the tiled online softmax) |
-# | `test_choice_gqa_tradeoff`, `test_choice_tp_kv_heads` | notebook 04 §5–7 (MHA and MQA as the two ends; memory accounting) |
-# | `test_numbers_prefill_intensity`, `test_numbers_decode_intensity` | notebook 04 §4–5 (decoding with the cache; what it keeps in memory) |
+# | `test_choice_flash_exact`, `test_choice_flash_io` | notebook 06 (SDPA's fused kernels; the tiled online softmax) |
+# | `test_choice_flash_backward`, `test_choice_tp_kv_heads` | section 5.2 (iii) and 5.3 here, whose options and check notes teach them (no earlier notebook covers the backward pass or tensor parallelism) |
+# | `test_choice_gqa_tradeoff` | notebook 04 §2–7 (MHA and MQA as the two ends; memory accounting) |
+# | `test_numbers_prefill_intensity`, `test_numbers_decode_intensity` | section 5.4 here (arithmetic intensity is taught there) and notebook 04 §1 and §6 (what decoding reads; decoding measured) |
 # | `test_choice_sliding_window`, `test_choice_attention_sinks` | notebook 03 (masks decide what a query reads) and notebook 07 §1–4 (first-token heads) |
-# | `test_choice_rope_cache` | section 3.3 here (a rotary cache) |
+# | `test_choice_rope_cache` | notebook 04 §8 (RoPE and the KV cache; positions as an input) |
 # | `test_choice_pre_ln`, `test_choice_dropout_where` | notebook 02 §10–11 (attention dropout; a pre-LN block) |
 #
 # ## Summary
@@ -1491,14 +1535,15 @@ else:
 #   roles emerge from training and must be measured; more heads is a trade-off; the √d_k keeps
 #   the softmax out of saturation; masks go on the scores, before the softmax.
 # - **Bugs:** scaling by √C instead of √hs, a mask read with the opposite convention, a packed
-#   qkv output read as if each head's q, k and v sat side by side, the scale applied to the
-#   weights after the softmax, and RoPE positions that restart at 0 on every cached call. None
-#   raises an error; references and property tests find them.
+#   qkv output read as if each head's q, k and v sat side by side (GPT-NeoX's layout, on weights
+#   that are not NeoX's), the scale applied to the weights after the softmax, and RoPE applied
+#   before the head split, which pairs features of different heads. None raises an error;
+#   references and property tests find them.
 # - **Out loud:** lead with the mechanism, back it with a number, end with the limits.
-# - **The loop:** attention is O(T²·C) in time and O(T²) in memory, and overtakes the
+# - **The loop:** attention is O(T²·C) in time and O(T²) per head in memory, and overtakes the
 #   projections at T = 2C; FlashAttention is exact (rescaled online softmax), fast because it
 #   spares HBM, and recomputes in the backward from row statistics; GQA trades a little quality
 #   for a much smaller cache, and its KV heads are replicated when ranks outnumber them;
 #   prefill is compute-bound and decoding memory-bound; windows bound the cache and sinks keep
-#   streaming stable; cached keys are rotated once; pre-LN keeps the residual path clean and
-#   dropout sits on the weights and the branches.
+#   streaming stable; cached keys are rotated once at their positions in the text; pre-LN keeps
+#   the residual path clean and dropout sits on the weights and the branches.

@@ -6,7 +6,8 @@ heads, ``nkv`` key/value heads, ``hs`` = C // nh.
 ``RIGHT_NUMBERS`` / ``RIGHT_CHOICES`` list every spelling a check must accept. ``WRONG_NUMBERS``
 and ``WRONG_CHOICES`` pair a wrong answer with a substring of the diagnosis it must get: each
 is a misconception a candidate really has. ``MISTAKES`` are wrong fixes of the buggy functions,
-graded by the checks of notebook 02 and of `nb08_bugs`, and ``FIXES`` the right ones.
+graded by the checks of notebook 02 and of `nb08_bugs`, `nb08_rotary` and `nb08_live`, and
+``FIXES`` the right ones.
 """
 
 from __future__ import annotations
@@ -20,14 +21,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autograder.checks.nb02_multihead import check_mha_mask, check_mha_matches_torch
-from autograder.checks.nb08_bugs import (
-    check_causal_mha_live,
-    check_packed_attention,
-    check_rope_decoding,
-    check_rope_full_pass,
-)
+from autograder.checks.nb08_bugs import check_packed_attention
+from autograder.checks.nb08_live import check_causal_gqa_live
 from autograder.checks.nb08_loop import LOOP_CHOICES
+from autograder.checks.nb08_ported import check_fixed_mha_mask, check_fixed_mha_matches_torch
+from autograder.checks.nb08_rotary import check_rope_decoding, check_rope_full_pass
 
 from . import HIDDEN, Correct, Mistake, stub, tried
 
@@ -300,6 +298,25 @@ class MHAScaleRemoved(MHA):
     unscaled = True
 
 
+class MHAZeroFill(MHA):
+    """'Fixed' the mask by filling the blocked scores with 0 instead of -inf."""
+
+    def forward(self, query, key=None, value=None, mask=None):
+        if mask is None:
+            return super().forward(query, key, value)
+        key = query if key is None else key
+        value = query if value is None else value
+        (B, T, C), S = query.shape, key.shape[1]
+        nh, hs = self.num_heads, C // self.num_heads
+        q = self.q_proj(query).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = self.k_proj(key).view(B, S, nh, hs).transpose(1, 2)  # (B, nh, S, hs)
+        v = self.v_proj(value).view(B, S, nh, hs).transpose(1, 2)  # (B, nh, S, hs)
+        scores = (q @ k.transpose(-2, -1) * self.scale).masked_fill(~mask, 0.0)  # (B, nh, T, S)
+        weights = torch.softmax(scores, dim=-1)  # (B, nh, T, S)
+        out = (weights @ v).transpose(1, 2).reshape(B, T, C)  # (B, T, C)
+        return self.out_proj(out), weights
+
+
 class MHANanRows(MHA):
     """Both fixed, but the zeros for rows with no allowed key were dropped with the old fill."""
 
@@ -379,6 +396,12 @@ class PackedSwapped(Packed):
     layout = "k, q, v"
 
 
+class PackedValuesFirst(Packed):
+    """Unpacked in the order of a codebase that packs values first."""
+
+    layout = "v, k, q"
+
+
 class PackedScaleRemoved(Packed):
     scale = "none"
 
@@ -387,52 +410,78 @@ class PackedNotCausal(Packed):
     causal = False
 
 
+class PackedWithBias(Packed):
+    """Kept nn.Linear's default bias=True: the reference has no biases."""
+
+    def __init__(self, d_model, num_heads):
+        super().__init__(d_model, num_heads)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+
+
 def rope(x, positions, base=10_000.0):
     """Rotate x (..., T, hs) at integer positions (T,): pair (i, i + hs/2) turns by pos · θ_i."""
     half = x.shape[-1] // 2
-    theta = base ** (-torch.arange(half, dtype=x.dtype, device=x.device) / half)  # (hs/2,)
-    angle = positions.to(x.dtype)[:, None] * theta  # (T, hs/2)
+    theta = base ** (-torch.arange(half, dtype=torch.float32) / half)  # (hs/2,)
+    angle = positions.float()[:, None] * theta  # (T, hs/2), float32 whatever x.dtype is
     cos, sin = angle.cos(), angle.sin()
     x1, x2 = x[..., :half], x[..., half:]
-    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (..., T, hs)
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).to(x.dtype)
 
 
 class Rotary(nn.Module):
     """Notebook 08 §3.3's rotary attention; each class attribute switches one of its bugs."""
 
-    restart = False  # the bug: positions restart at 0 on every call
+    split_first = True  # the bug: False, RoPE on the (B, T, C) projection, then split
+    restart = False  # positions restart at 0 on every call
     cache_plain = False  # caches the keys before rotation (and rotates the cache every call)
     rotate = True
+    rotate_values = False
+    top_left = False  # is_causal=True: right without a cache, wrong with one
+    use_positions = True
+    bias = False
 
     def __init__(self, d_model, num_heads):
         super().__init__()
         self.num_heads = num_heads
         self.q_proj, self.k_proj, self.v_proj, self.out_proj = (
-            nn.Linear(d_model, d_model, bias=False) for _ in range(4)
+            nn.Linear(d_model, d_model, bias=self.bias) for _ in range(4)
         )
 
-    def forward(self, x, past_kv=None):
+    def forward(self, x, past_kv=None, positions=None):
         B, T, C = x.shape
         nh, hs = self.num_heads, C // self.num_heads
-        q, k, v = (
-            p(x).view(B, T, nh, hs).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj)
-        )  # (B, nh, T, hs)
         P = 0 if past_kv is None else past_kv[0].shape[2]
-        positions = torch.arange(T) if self.restart else torch.arange(P, P + T)  # (T,)
-        if self.rotate:
-            q = rope(q, positions)
+        if positions is None or not self.use_positions:
+            positions = torch.arange(T) if self.restart else torch.arange(P, P + T)  # (T,)
+        turn = rope if self.rotate else (lambda t, p: t)
+        q, k, v = (p(x) for p in (self.q_proj, self.k_proj, self.v_proj))  # (B, T, C)
+        if not self.split_first:
+            q, k = turn(q, positions), turn(k, positions)  # pairs (i, i + C/2) across heads
+        q, k, v = (t.view(B, T, nh, hs).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+        if self.split_first:
+            q = turn(q, positions)
             if not self.cache_plain:
-                k = rope(k, positions)
+                k = turn(k, positions)
+        if self.rotate_values:
+            v = turn(v, positions)
         if past_kv is not None:
             k, v = torch.cat([past_kv[0], k], dim=2), torch.cat([past_kv[1], v], dim=2)
         S = k.shape[2]
-        keys = rope(k, torch.arange(S)) if self.cache_plain else k  # (B, nh, S, hs)
-        allowed = torch.ones(T, S, dtype=torch.bool).tril(S - T)  # (T, S): bottom-right
-        out = F.scaled_dot_product_attention(q, keys, v, attn_mask=allowed)  # (B, nh, T, hs)
+        keys = turn(k, torch.arange(S)) if self.cache_plain else k  # (B, nh, S, hs)
+        if self.top_left:
+            out = F.scaled_dot_product_attention(q, keys, v, is_causal=True)  # (B, nh, T, hs)
+        else:
+            allowed = torch.ones(T, S, dtype=torch.bool).tril(S - T)  # (T, S): bottom-right
+            out = F.scaled_dot_product_attention(q, keys, v, attn_mask=allowed)
         return self.out_proj(out.transpose(1, 2).reshape(B, T, C)), (k, v)
 
 
 class RotaryAsGiven(Rotary):
+    split_first = False
+
+
+class RotaryRestarts(Rotary):
     restart = True
 
 
@@ -444,64 +493,236 @@ class RotaryNone(Rotary):
     rotate = False
 
 
-def causal_mha_live_swapped(x, w_qkv, w_out, num_heads):
-    return packed_attention(x, w_qkv, w_out, num_heads, layout="k, q, v")
+class RotaryRotatesValues(Rotary):
+    rotate_values = True
 
 
-def causal_mha_live_no_mask(x, w_qkv, w_out, num_heads):
-    return packed_attention(x, w_qkv, w_out, num_heads, causal=False)
+class RotaryIsCausal(Rotary):
+    top_left = True
 
 
-def causal_mha_live(x, w_qkv, w_out, num_heads):
-    return packed_attention(x, w_qkv, w_out, num_heads)
+class RotaryIgnoresPositions(Rotary):
+    use_positions = False
+
+
+class RotaryWithBias(Rotary):
+    bias = True
+
+
+class RotaryNoPositionsArgument(Rotary):
+    """The layer as 04 §8 first taught it: no `positions` argument."""
+
+    def forward(self, x, past_kv=None):
+        return super().forward(x, past_kv)
+
+
+class RotaryHF(Rotary):
+    """Hugging Face style: position_ids from cache_position, cos/sin (1, 1, T, hs) in float32,
+    ``q * cos + rotate_half(q) * sin``, SDPA with an explicit bottom-right mask."""
+
+    def forward(self, x, past_kv=None, positions=None):
+        B, T, C = x.shape
+        nh, hs = self.num_heads, C // self.num_heads
+        past = 0 if past_kv is None else past_kv[0].shape[-2]
+        position_ids = torch.arange(past, past + T) if positions is None else positions
+        inv_freq = 1.0 / (10_000.0 ** (torch.arange(0, hs, 2).float() / hs))  # (hs/2,)
+        freqs = position_ids.float()[:, None] * inv_freq  # (T, hs/2)
+        emb = torch.cat((freqs, freqs), dim=-1)[None, None]  # (1, 1, T, hs)
+        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+        def rotate_half(t):
+            return torch.cat((-t[..., hs // 2 :], t[..., : hs // 2]), dim=-1)
+
+        q, k, v = (
+            p(x).view(B, T, nh, hs).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj)
+        )  # (B, nh, T, hs)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        if past_kv is not None:
+            k, v = torch.cat([past_kv[0], k], dim=-2), torch.cat([past_kv[1], v], dim=-2)
+        S = k.shape[-2]
+        mask = torch.ones(T, S, dtype=torch.bool).tril(S - T)  # (T, S)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, nh, T, hs)
+        return self.out_proj(out.transpose(1, 2).reshape(B, T, C)), (k, v)
+
+
+class RotaryComplexManual(Rotary):
+    """Meta style: complex multiplication (halves as real and imaginary parts), and a softmax
+    written out with -inf on the blocked scores."""
+
+    def forward(self, x, past_kv=None, positions=None):
+        B, T, C = x.shape
+        nh, hs = self.num_heads, C // self.num_heads
+        P = 0 if past_kv is None else past_kv[0].shape[2]
+        positions = torch.arange(P, P + T) if positions is None else positions
+        freqs = 1.0 / (10_000.0 ** (torch.arange(0, hs, 2).float() / hs))  # (hs/2,)
+        angles = torch.outer(positions.float(), freqs)  # (T, hs/2)
+        freqs_cis = torch.polar(torch.ones_like(angles), angles)  # (T, hs/2) complex64
+
+        def turn(t):
+            z = torch.complex(*t.float().chunk(2, dim=-1)) * freqs_cis  # (B, nh, T, hs/2)
+            return torch.cat([z.real, z.imag], dim=-1).type_as(t)
+
+        q, k, v = (
+            p(x).view(B, T, nh, hs).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj)
+        )  # (B, nh, T, hs)
+        q, k = turn(q), turn(k)
+        if past_kv is not None:
+            k, v = torch.cat([past_kv[0], k], dim=2), torch.cat([past_kv[1], v], dim=2)
+        S = k.shape[2]
+        scores = q @ k.transpose(-2, -1) / math.sqrt(hs)  # (B, nh, T, S)
+        blocked = torch.ones(T, S, dtype=torch.bool).triu(S - T + 1)  # (T, S): the future
+        weights = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=-1)
+        out = (weights @ v).transpose(1, 2).reshape(B, T, C)  # (B, T, C)
+        return self.out_proj(out), (k, v)
+
+
+# ------------------------------------------------------ the live round: grouped-query attention
+
+
+def gqa_live(x, w_q, w_kv, w_out, num_heads, num_kv_heads, how="right"):
+    """Causal GQA from bare weights, written out by hand; ``how`` switches one mistake."""
+    B, T, C = x.shape
+    nh, nkv = num_heads, num_kv_heads
+    hs, n_rep = C // nh, nh // nkv
+    w_k, w_v = w_kv.split(nkv * hs)  # (nkv·hs, C) each: keys first
+    if how == "swapped":
+        w_k, w_v = w_v, w_k
+    if how == "per head":
+        w_k, w_v = (t.reshape(nkv * hs, C) for t in w_kv.view(nkv, 2, hs, C).unbind(1))
+    q = (x @ w_q.T).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+    k = (x @ w_k.T).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
+    v = (x @ w_v.T).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
+    if how == "tiled":
+        k, v = k.repeat(1, n_rep, 1, 1), v.repeat(1, n_rep, 1, 1)  # [K0, K1, K0, K1]
+    else:
+        k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)
+    scale = {"width": C**-0.5, "none": 1.0, "after": 1.0}.get(how, hs**-0.5)
+    scores = q @ k.transpose(-2, -1) * scale  # (B, nh, T, T)
+    if how != "not causal":
+        future = torch.ones(T, T, dtype=torch.bool).triu(1)  # (T, T)
+        scores = scores.masked_fill(future, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)  # (B, nh, T, T)
+    if how == "after":
+        weights = weights * hs**-0.5
+    out = (weights @ v).transpose(1, 2).reshape(B, T, C)  # (B, T, C)
+    return out @ w_out if how == "out not transposed" else out @ w_out.T
+
+
+def _live(how):
+    def causal_gqa_live(x, w_q, w_kv, w_out, num_heads, num_kv_heads):
+        return gqa_live(x, w_q, w_kv, w_out, num_heads, num_kv_heads, how)
+
+    return causal_gqa_live
+
+
+def gqa_live_sdpa(x, w_q, w_kv, w_out, num_heads, num_kv_heads):
+    """PyTorch's attention groups the heads itself (enable_gqa=True)."""
+    B, T, C = x.shape
+    hs = C // num_heads
+    q = F.linear(x, w_q).unflatten(-1, (num_heads, hs)).transpose(1, 2)  # (B, nh, T, hs)
+    k, v = F.linear(x, w_kv).unflatten(-1, (2, num_kv_heads, hs)).permute(2, 0, 3, 1, 4)
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    return F.linear(out.transpose(1, 2).flatten(2), w_out)  # (B, T, C)
+
+
+def gqa_live_grouped_einsum(x, w_q, w_kv, w_out, num_heads, num_kv_heads):
+    """No repeat at all: queries reshaped into (B, nkv, n_rep, T, hs) groups."""
+    B, T, C = x.shape
+    nkv, n_rep, hs = num_kv_heads, num_heads // num_kv_heads, C // num_heads
+    q = (x @ w_q.T).view(B, T, nkv, n_rep, hs).permute(0, 2, 3, 1, 4)  # (B, nkv, n_rep, T, hs)
+    k, v = (x @ w_kv.T).view(B, T, 2, nkv, hs).permute(2, 0, 3, 1, 4)  # (B, nkv, T, hs) each
+    scores = torch.einsum("bgrtd,bgsd->bgrts", q, k) / math.sqrt(hs)  # (B, nkv, n_rep, T, T)
+    scores = scores + torch.full((T, T), float("-inf")).triu(1)  # causal
+    out = torch.einsum("bgrts,bgsd->bgrtd", scores.softmax(-1), v)  # (B, nkv, n_rep, T, hs)
+    return out.permute(0, 3, 1, 2, 4).reshape(B, T, C) @ w_out.T  # (B, T, C)
+
+
+def gqa_live_hf_repeat_kv(x, w_q, w_kv, w_out, num_heads, num_kv_heads):
+    """Hugging Face's repeat_kv (expand then reshape) and SDPA with an explicit mask."""
+    B, T, C = x.shape
+    hs, n_rep = C // num_heads, num_heads // num_kv_heads
+    w_k, w_v = w_kv.chunk(2, dim=0)
+
+    def repeat_kv(t):
+        b, h, s, d = t.shape
+        return t[:, :, None, :, :].expand(b, h, n_rep, s, d).reshape(b, h * n_rep, s, d)
+
+    q = F.linear(x, w_q).view(B, T, -1, hs).transpose(1, 2)  # (B, nh, T, hs)
+    k = repeat_kv(F.linear(x, w_k).view(B, T, -1, hs).transpose(1, 2))  # (B, nh, T, hs)
+    v = repeat_kv(F.linear(x, w_v).view(B, T, -1, hs).transpose(1, 2))  # (B, nh, T, hs)
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, nh, T, hs)
+    return F.linear(out.transpose(1, 2).reshape(B, T, C), w_out)
 
 
 MISTAKES = [
-    Mistake("mha_stub", stub, check_mha_matches_torch, "not implemented yet"),
-    Mistake("mha_as_given", MHAAsGiven, check_mha_matches_torch, "by √d_model"),
-    Mistake("mha_as_given_mask", MHAAsGiven, check_mha_mask, "Masked positions still get weight"),
-    Mistake("mha_scale_fixed", MHAScaleFixed, check_mha_mask, "True = blocked"),
-    Mistake("mha_mask_fixed", MHAMaskFixed, check_mha_matches_torch, "by √d_model"),
-    Mistake("mha_mask_fixed_masked", MHAMaskFixed, check_mha_mask, "by √d_model"),
-    Mistake("mha_scale_removed", MHAScaleRemoved, check_mha_matches_torch, "not scaled"),
-    Mistake("mha_nan_rows", MHANanRows, check_mha_mask, "gave NaN"),
+    Mistake("mha_stub", stub, check_fixed_mha_matches_torch, "not implemented yet"),
+    Mistake("mha_as_given", MHAAsGiven, check_fixed_mha_matches_torch, "flatter than PyTorch's"),
+    Mistake("mha_as_given_mask", MHAAsGiven, check_fixed_mha_mask, "which the mask forbids"),
+    Mistake("mha_scale_fixed", MHAScaleFixed, check_fixed_mha_mask, "which the mask forbids"),
+    Mistake("mha_mask_fixed", MHAMaskFixed, check_fixed_mha_matches_torch, "flatter"),
+    Mistake("mha_mask_fixed_masked", MHAMaskFixed, check_fixed_mha_mask, "flatter"),
+    Mistake("mha_scale_removed", MHAScaleRemoved, check_fixed_mha_matches_torch, "not scaled"),
+    Mistake("mha_nan_rows", MHANanRows, check_fixed_mha_mask, "gave NaN"),
+    Mistake("mha_zero_fill", MHAZeroFill, check_fixed_mha_mask, "Masked positions still get"),
     Mistake("packed_stub", stub, check_packed_attention, "not implemented yet"),
-    Mistake("packed_as_given", PackedAsGiven, check_packed_attention, "(B, T, nh, 3, hs)"),
-    Mistake("packed_as_given_first", PackedAsGiven, check_packed_attention, "fix that first"),
-    Mistake("packed_split_fixed", PackedSplitFixed, check_packed_attention, "after the softmax"),
-    Mistake("packed_scale_fixed", PackedScaleFixed, check_packed_attention, "(B, T, 3, nh, hs)"),
+    Mistake("packed_as_given", PackedAsGiven, check_packed_attention, "do not read their values"),
+    Mistake("packed_split_fixed", PackedSplitFixed, check_packed_attention, "do not sum to 1"),
+    Mistake("packed_scale_fixed", PackedScaleFixed, check_packed_attention, "not read their"),
+    Mistake("packed_v_first", PackedValuesFirst, check_packed_attention, "unpacked as (v, k, q)"),
     Mistake("packed_swapped", PackedSwapped, check_packed_attention, "unpacked as (k, q, v)"),
     Mistake("packed_unscaled", PackedScaleRemoved, check_packed_attention, "not scaled"),
     Mistake("packed_not_causal", PackedNotCausal, check_packed_attention, "causal mask"),
     Mistake("rotary_stub", stub, check_rope_full_pass, "not implemented yet"),
-    Mistake("rotary_as_given", RotaryAsGiven, check_rope_decoding, "restart at 0"),
+    Mistake("rotary_as_given", RotaryAsGiven, check_rope_full_pass, "every position moves by 100"),
+    Mistake("rotary_as_given_dec", RotaryAsGiven, check_rope_decoding, "changes when every"),
     Mistake("rotary_cache_plain", RotaryCachePlain, check_rope_full_pass, "before rotation"),
     Mistake("rotary_none", RotaryNone, check_rope_full_pass, "without any rotation"),
-    Mistake("rotary_none_decoding", RotaryNone, check_rope_decoding, "not rotated at all"),
-    Mistake("live_stub", stub, check_causal_mha_live, "not implemented yet"),
-    Mistake("live_swapped", causal_mha_live_swapped, check_causal_mha_live, "(k, q, v)"),
-    Mistake("live_no_mask", causal_mha_live_no_mask, check_causal_mha_live, "causal mask"),
+    Mistake("rotary_none_decoding", RotaryNone, check_rope_decoding, "without any rotation"),
+    Mistake("rotary_restarts", RotaryRestarts, check_rope_decoding, "as if they were at"),
+    Mistake("rotary_is_causal", RotaryIsCausal, check_rope_decoding, "bottom-right mask"),
+    Mistake("rotary_values", RotaryRotatesValues, check_rope_full_pass, "values rotated too"),
+    Mistake("rotary_ignores_positions", RotaryIgnoresPositions, check_rope_full_pass, "ignores"),
+    Mistake("rotary_bias", RotaryWithBias, check_rope_full_pass, "has a bias"),
+    Mistake(
+        "rotary_no_positions", RotaryNoPositionsArgument, check_rope_full_pass, "no `positions`"
+    ),
+    Mistake("live_stub", stub, check_causal_gqa_live, "not implemented yet"),
+    Mistake("live_swapped", _live("swapped"), check_causal_gqa_live, "keys first"),
+    Mistake("live_per_head", _live("per head"), check_causal_gqa_live, "GPT-NeoX"),
+    Mistake("live_tiled", _live("tiled"), check_causal_gqa_live, "h % nkv"),
+    Mistake("live_out", _live("out not transposed"), check_causal_gqa_live, "output projection"),
+    Mistake("live_no_mask", _live("not causal"), check_causal_gqa_live, "causal mask"),
+    Mistake("live_width", _live("width"), check_causal_gqa_live, "√d_model"),
+    Mistake("live_unscaled", _live("none"), check_causal_gqa_live, "not scaled"),
+    Mistake("live_after", _live("after"), check_causal_gqa_live, "after the softmax"),
+    Mistake("packed_bias", PackedWithBias, check_packed_attention, "has a bias"),
 ]
 
 # The right fixes, with the checks of sections 3 and 5 that must pass on them.
 FIXES = [
-    (MHA, (check_mha_matches_torch, check_mha_mask)),
+    (MHA, (check_fixed_mha_matches_torch, check_fixed_mha_mask)),
     (Packed, (check_packed_attention,)),
     (Rotary, (check_rope_full_pass, check_rope_decoding)),
-    (causal_mha_live, (check_causal_mha_live,)),
+    (RotaryHF, (check_rope_full_pass, check_rope_decoding)),
+    (RotaryComplexManual, (check_rope_full_pass, check_rope_decoding)),
+    (_live("right"), (check_causal_gqa_live,)),
+    (gqa_live_sdpa, (check_causal_gqa_live,)),
+    (gqa_live_grouped_einsum, (check_causal_gqa_live,)),
+    (gqa_live_hf_repeat_kv, (check_causal_gqa_live,)),
 ]
 
 # The bugs of each buggy piece of code shown in the notebook, in the order the checks report them.
 NOTEBOOK_BUGS = {
     "BuggyMultiHeadAttention": [
-        (check_mha_matches_torch, "You scaled the scores by √d_model"),
-        (check_mha_mask, "Masked positions still get weight"),
+        (check_fixed_mha_matches_torch, "your attention weights are flatter than PyTorch's"),
+        (check_fixed_mha_mask, "puts all its weight on keys [2, 3, 4], which the mask forbids"),
     ],
     "BuggyPackedCausalSelfAttention": [
-        (check_packed_attention, "viewed as (B, T, nh, 3, hs)"),
+        (check_packed_attention, "With a single position"),
     ],
     "BuggyRotaryCausalAttention": [
-        (check_rope_decoding, "positions restart at 0"),
+        (check_rope_full_pass, "Your output changes when every position moves by 100"),
     ],
 }
 
