@@ -3,6 +3,8 @@ test to fix and its section, and the model answers where the learner's file brow
 
 import shutil
 
+import pytest
+
 from autograder import paths
 from autograder.checks.nb05_parallel import check_quiz_answer
 from autograder.checks.nb08_interview import check_number
@@ -37,10 +39,9 @@ def _result(tmp_path) -> NotebookResult:
 
 def test_the_cells_whose_exercise_is_not_written_share_one_line(tmp_path):
     assert is_unfinished(_not_set()) and is_unfinished(STUB)
-    try:  # notebook 05's quiz, unanswered
+    with pytest.raises(AssertionError) as unanswered:  # notebook 05's quiz
         check_quiz_answer("q1", None)
-    except AssertionError as failure:
-        assert is_unfinished(str(failure)), failure
+    assert is_unfinished(str(unanswered.value)), unanswered.value
     assert not is_unfinished("Option (a) ignores the head size.")
     result = _result(tmp_path)
     lines = format_result(result).splitlines()
