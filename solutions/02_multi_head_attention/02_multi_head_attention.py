@@ -24,7 +24,8 @@
 # 5. Answer the interview question *"why not one wide head?"* with a count and a measurement.
 # 6. Sort out what heads are, and are not, known to learn.
 # 7. Put the module to work: **cross-attention** over a padded encoder output, **attention
-#    dropout**, and a pre-LN **transformer block** with its parameter count (four exercises).
+#    dropout** (by hand, and through `F.scaled_dot_product_attention` in a module), and a pre-LN
+#    **transformer block** with its parameter count (five exercises).
 #
 # **How this notebook is graded.** Run each test cell after its exercise: it names the likely
 # mistake when something is wrong. Hidden tests try more shapes when grading.
@@ -63,9 +64,12 @@ from autograder.checks.nb02_block import (
     check_block_matches_torch,
     check_block_param_count,
     check_block_structure,
-    check_cross_attend,
+)
+from autograder.checks.nb02_cross import check_cross_attend
+from autograder.checks.nb02_dropout import (
     check_dropout_eval,
     check_dropout_training,
+    check_sdpa_dropout,
 )
 from autograder.checks.nb02_multihead import (
     check_merge_heads,
@@ -143,10 +147,10 @@ plt.show()
 #
 # Two things make this efficient:
 #
-# - **The $nh$ small projections are one big one.** Stack $W^Q_1, \dots, W^Q_{nh}$ side by side
-#   and you get one $C \times C$ matrix, so one `nn.Linear(C, C)` computes every head's queries at once.
-#   Head $i$ owns output features `i*hs : (i+1)*hs` (the layout PyTorch uses too; the code counts
-#   heads from 0, the formula from 1).
+# - **The $nh$ small projections are one big one.** Stack $W^Q_0, \dots, W^Q_{nh-1}$ side by
+#   side and you get one $C \times C$ matrix, so one `nn.Linear(C, C)` computes every head's queries
+#   at once. Head $i$ owns output features `i*hs : (i+1)*hs` (the layout PyTorch uses too; formula
+#   and code both count heads from 0, so head 1 below is the second head).
 # - **The heads attend in parallel.** Moving heads into dimension 1 makes them a batch dimension,
 #   and one batched matrix product serves them all (notebook 05 measures what that buys).
 #
@@ -879,7 +883,9 @@ print("weight on padded positions of sequence 1:", ours_w[1, :, :, 2:].abs().max
 #   sums to 1, but its *expected* sum is still 1, so the next layer sees values of the same size in
 #   training and in evaluation.
 # - **Evaluation turns it off.** `model.eval()` (or `training=False`) makes dropout the identity:
-#   predictions must not be random, and thanks to the rescale nothing else has to change.
+#   predictions must not be random, and thanks to the rescale nothing else has to change. But
+#   `eval()` only reaches `nn.Dropout` *modules*: a probability you pass to a function as a number
+#   stays on (the end of this section measures it).
 #
 # Measured on one row of weights:
 
@@ -908,12 +914,28 @@ print("eval mode leaves the weights alone:", torch.equal(F.dropout(weights, 0.25
 #
 # Softmax attention as in notebook 01 (no mask here), with dropout on the weights. Use PyTorch's
 # random generator (`F.dropout` does): the test seeds it with `torch.manual_seed` and compares
-# with `F.dropout` under the same seed.
+# with `F.dropout` under the same seed. `training` defaults to True, as in `F.dropout`.
 #
-# <details><summary>Hint</summary>
+# <details><summary>Hint 1 (the idea)</summary>
 #
-# `weights = F.dropout(torch.softmax(scores, dim=-1), p=p, training=training)`. Passing
-# `training` matters: `F.dropout`'s default is `training=True`.
+# Three steps: the weights of notebook 01, then dropout on those weights, then the weighted sum of
+# `v`. Dropout zeroes each weight with probability `p` and divides the survivors by `1 - p`, and
+# only when `training` is True.
+# </details>
+#
+# <details><summary>Hint 2 (the shapes)</summary>
+#
+# The scores `q @ k.transpose(-2, -1) / √d` (with `d = q.shape[-1]`) are `(..., T, S)`; the softmax
+# runs over the last axis, the keys. Dropout keeps the shape, and
+# `(..., T, S) @ (..., S, d_v) -> (..., T, d_v)`. Return the weights *after* dropout: the ones that
+# multiplied `v`.
+# </details>
+#
+# <details><summary>Hint 3 (the code)</summary>
+#
+# `weights = F.dropout(torch.softmax(scores, dim=-1), p=p, training=training)`, then
+# `return weights @ v, weights`. Passing `training` matters: `F.dropout`'s own default is
+# `training=True`, so leaving it out keeps dropping in eval mode.
 # </details>
 
 
@@ -954,6 +976,102 @@ check_dropout_eval(attention_with_dropout, seed=1, thorough=True)
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ### Dropout inside `F.scaled_dot_product_attention`
+#
+# Real models rarely write attention out by hand: they call
+# `F.scaled_dot_product_attention(q, k, v, dropout_p=...)`, which drops weights inside the fused
+# kernel. Its `dropout_p` is a plain number, and the function cannot know whether the model is
+# training: `model.eval()` switches off every `nn.Dropout` *module*, but it does not reach a number
+# passed to a function. Measured, on two modules in eval mode:
+
+
+# %%
+class AlwaysDropping(nn.Module):
+    """Passes its dropout probability to SDPA as a number: eval() cannot reach it."""
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p = p
+
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=self.p)
+
+
+class DropoutModule(nn.Module):
+    """The weights written out, dropped by an nn.Dropout module: eval() switches it off."""
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.drop = nn.Dropout(p)
+
+    def forward(self, q, k, v):
+        weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)
+        return self.drop(weights) @ v
+
+
+q = k = v = torch.randn(1, 2, 4, 8)  # (B, nh, T, hs)
+for module in (AlwaysDropping(0.5).eval(), DropoutModule(0.5).eval()):
+    agree = torch.equal(module(q, k, v), module(q, k, v))
+    print(f"{type(module).__name__:>14}, eval mode, p=0.5: two calls agree: {agree}")
+
+# %% [markdown]
+# ### Exercise 6b · `SDPAAttention`
+#
+# **Difficulty** ●○○ · **Importance** ★★☆ · **Time** ~5 min
+#
+# Write the module real code writes: attention through `F.scaled_dot_product_attention` with
+# dropout `p` while the module trains, and none after `.eval()`. The test compares it, in
+# training mode, with SDPA's own dropout under the same seed, and in eval mode with SDPA without
+# dropout. Exercise 6's eval test catches the function form of the same bug: with
+# `training=False`, an `out` that still changes from one seed to the next.
+#
+# <details><summary>Hint 1 (the idea)</summary>
+#
+# Every `nn.Module` has a `self.training` flag, which `.train()` sets and `.eval()` clears. Choose
+# the probability from it on every call.
+# </details>
+#
+# <details><summary>Hint 2 (the code)</summary>
+#
+# `F.scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0)`, the line
+# nanoGPT's `CausalSelfAttention` uses; Hugging Face writes
+# `dropout=0.0 if not self.training else self.attention_dropout`.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "SDPAAttention", "locked": false, "schema_version": 3, "solution": true, "task": false}
+class SDPAAttention(nn.Module):
+    """``F.scaled_dot_product_attention`` with attention dropout ``p`` while training only.
+
+    ``forward(q (..., T, d), k (..., S, d), v (..., S, d_v)) -> (..., T, d_v)``.
+    """
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p = p
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        ### BEGIN SOLUTION
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_SDPAAttention_eval", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""SDPAAttention drops like SDPA's dropout_p while training and not at all after .eval()."""
+check_sdpa_dropout(SDPAAttention)
+### BEGIN HIDDEN TESTS
+check_sdpa_dropout(SDPAAttention, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Yours next to the module that passes its probability as it is:
+
+# %%
+for module in (AlwaysDropping(0.5).eval(), SDPAAttention(0.5).eval()):
+    agree = torch.equal(module(q, k, v), module(q, k, v))
+    print(f"{type(module).__name__:>14}, eval mode, p=0.5: two calls agree: {agree}")
+
+# %% [markdown]
 # ## 11 · The transformer block
 #
 # A transformer is a stack of identical **blocks**, and multi-head attention is half of each one.
@@ -971,8 +1089,19 @@ check_dropout_eval(attention_with_dropout, seed=1, thorough=True)
 # Transformer (2017) was **post-LN**: `x = ln1(x + attn(x))`, normalising *after* the sum, so a
 # LayerNorm sits on the residual path itself. Xiong et al. (2020) showed that at initialisation
 # post-LN's gradients are largest near the output, which is why post-LN stacks need a
-# learning-rate warm-up, while pre-LN stacks train well without one. PyTorch has both: `nn.TransformerEncoderLayer`
-# with `norm_first=True` is the block below, and the test compares yours with it.
+# learning-rate warm-up, while pre-LN stacks train well without one. The untouched residual path
+# has a price: nothing normalises what leaves the last pre-LN block, so a pre-LN *stack* ends with
+# one more LayerNorm before the output layer (GPT-2's `ln_f`).
+#
+# PyTorch has both layouts in `nn.TransformerEncoderLayer`, whose defaults are not this block's.
+# It equals the block below only as
+# `nn.TransformerEncoderLayer(C, nh, dim_feedforward=4 * C, dropout=0.0, activation="gelu",
+# batch_first=True, norm_first=True)`: the defaults are a 2048-wide MLP, dropout 0.1, ReLU,
+# `(T, B, C)` inputs and post-LN. The test compares yours with it, holding your weights.
+#
+# GELU comes in two forms: the exact one (`nn.GELU()`, nanoGPT) and GPT-2's tanh approximation
+# (`nn.GELU(approximate="tanh")`, Hugging Face's `gelu_new`), which differ by less than 10⁻³. Both
+# are accepted here: the test tries the tanh form when the exact one does not match.
 #
 # ### Exercise 7 · `Block`
 #
@@ -982,10 +1111,25 @@ check_dropout_eval(attention_with_dropout, seed=1, thorough=True)
 # `mlp`, whose two `nn.Linear` are `d_model → 4·d_model` and `4·d_model → d_model`. `forward`
 # passes `mask` to the attention and returns the new `x`.
 #
-# <details><summary>Hint</summary>
+# <details><summary>Hint 1 (the idea)</summary>
+#
+# Two sub-layers, each "normalise a copy, transform it, add the result back": the attention mixes
+# positions, the MLP transforms each position on its own. The residual adds to `x` itself, not to
+# its normalised copy.
+# </details>
+#
+# <details><summary>Hint 2 (the steps)</summary>
+#
+# In `__init__`: two `nn.LayerNorm(d_model)`, your `MultiHeadAttention(d_model, num_heads)`, and an
+# `nn.Sequential` of Linear, GELU, Linear. In `forward`, every step keeps `(B, T, C)`.
+# `self.attn(...)` returns `(out, weights)`: keep `out` only. Pass the mask by name, `mask=mask`,
+# since the second positional argument of your `forward` is `key`.
+# </details>
+#
+# <details><summary>Hint 3 (the code)</summary>
 #
 # `self.mlp = nn.Sequential(nn.Linear(C, 4 * C), nn.GELU(), nn.Linear(4 * C, C))`; in `forward`,
-# `x = x + self.attn(self.ln1(x), mask=mask)[0]`, then `x + self.mlp(self.ln2(x))`.
+# `x = x + self.attn(self.ln1(x), mask=mask)[0]`, then `return x + self.mlp(self.ln2(x))`.
 # </details>
 
 
@@ -1041,7 +1185,9 @@ check_block_matches_torch(Block, seed=1, thorough=True)
 # Count the parameters of a block by formula: the attention (your `mha_param_count`), the MLP's
 # two `nn.Linear` with a hidden width `d_mlp` (default `4 * d_model`) and the two LayerNorms,
 # each a scale and a shift of length `d_model`. With `bias=False` the linear layers lose their
-# biases and each LayerNorm keeps only its scale (`nn.LayerNorm(C, bias=False)`).
+# biases and each LayerNorm keeps only its scale (`nn.LayerNorm(C, bias=False)`). Return an `int`
+# on every call: a ratio written as a float (timm's `mlp_ratio = 4.0`) makes `C * 4.0` a float, so
+# take `int(...)` of it.
 #
 # <details><summary>Hint</summary>
 #
@@ -1089,6 +1235,43 @@ print(f"12 blocks: {12 * per_block / 1e6:.1f} M parameters")
 # embedding (50,257 × 768 ≈ 38.6 M). A model is a stack of such blocks: notebook 04 counts its
 # KV cache per layer of the stack.
 #
+# ### How a Llama-style block changes the count
+#
+# Llama's blocks change three parts, and the count with them (no biases anywhere):
+#
+# - **RMSNorm** instead of LayerNorm: a scale and no shift, so `2C` for the two norms.
+# - **SwiGLU** instead of Linear–GELU–Linear: three matrices, a gate and an up projection
+#   (`C → h`) and a down projection (`h → C`), so `3·C·h`. Llama picks `h ≈ 8C/3` (rounded up to a
+#   multiple of 256) so that `3·C·h ≈ 8C²`, the MLP's budget in the `4C` layout.
+# - **GQA** (notebook 04): `q_proj` and `out_proj` stay `C × C`, `k_proj` and `v_proj` shrink to
+#   `C × nkv·hs`, so the attention holds `2C² + 2·C·nkv·hs` instead of `4C²`.
+#
+# Per block: $2C^2 + 2C \cdot nkv \cdot hs + 3Ch + 2C$.
+
+
+# %%
+def llama_block_count(C: int, num_heads: int, num_kv_heads: int, hidden: int) -> int:
+    """Parameters of one Llama block: GQA attention, SwiGLU MLP, two RMSNorms, no biases."""
+    hs = C // num_heads
+    attention = 2 * C * C + 2 * C * num_kv_heads * hs  # q, out: C x C; k, v: C x nkv*hs
+    mlp = 3 * C * hidden  # gate and up: C -> h; down: h -> C
+    return attention + mlp + 2 * C  # two RMSNorms, a scale each
+
+
+for name, C, nh, nkv, hidden, layers in [
+    ("Llama 2 7B", 4096, 32, 32, 11008, 32),
+    ("Llama 2 70B", 8192, 64, 8, 28672, 80),
+]:
+    n = llama_block_count(C, nh, nkv, hidden)
+    print(f"{name}: {n:,} per block = {n / C**2:.2f}·C²; {layers} blocks: {layers * n / 1e9:.1f} B")
+
+# %% [markdown]
+# Llama 2 7B (no GQA, `h = 11008 ≈ 2.69·C`) lands on 12.06·C², the rule of thumb again. Llama 2 70B
+# saves `2C²·(1 − 8/64) ≈ 1.75·C²` with 8 key/value heads for 64 query heads, and spends more
+# than that on a wider MLP (`h = 3.5·C`, so `3·C·h = 10.5·C²`): 12.75·C² per block. Its 80
+# blocks hold 68.5 B of the model's 69 B parameters; the embedding and the output layer hold the
+# rest.
+#
 # ## Summary
 #
 # - $\mathrm{MultiHead}(Q,K,V) = \mathrm{Concat}(\mathrm{head}_0..\mathrm{head}_{nh-1})W^O$ with
@@ -1105,8 +1288,11 @@ print(f"12 blocks: {12 * per_block / 1e6:.1f} M parameters")
 #   encoder (`S ≠ T`), masked over the encoder's padding: `(B, 1, 1, S)` here, `key_padding_mask`
 #   with True = ignore in `nn.MultiheadAttention`.
 # - Attention dropout acts on the weights, after the softmax and before `V`, rescales by
-#   `1/(1 - p)` and is off in eval mode.
-# - A pre-LN block is `x + attn(ln1(x))`, then `x + mlp(ln2(x))`: about $12C^2$ parameters.
+#   `1/(1 - p)` and is off in eval mode; `eval()` does not reach SDPA's `dropout_p`, so pass
+#   `dropout_p=self.p if self.training else 0.0`.
+# - A pre-LN block is `x + attn(ln1(x))`, then `x + mlp(ln2(x))`: about $12C^2$ parameters, and a
+#   pre-LN stack ends with a final LayerNorm. Llama's RMSNorm, SwiGLU and GQA change the parts,
+#   not the order of magnitude: $2C^2 + 2C \cdot nkv \cdot hs + 3Ch + 2C$.
 #
 # **Interview answer, in one breath:** *"Same parameters either way. What heads add is several
 # independent attention distributions per token. One softmax gives one weighted average, so a

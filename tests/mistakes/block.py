@@ -1,12 +1,14 @@
-"""Notebook 02, sections 9-11: cross-attention, attention dropout, the block; correct and wrong.
+"""Notebook 02, section 11: the pre-LN block and its parameter count; correct and wrong.
 
-Shape legend: ``B`` batch, ``T`` decoder length, ``S`` encoder length, ``C`` = d_model,
-``nh`` heads, ``d`` q/k width. The MultiHeadAttention they use is the catalogue's correct one.
+Shape legend: ``B`` batch, ``T`` sequence length, ``C`` = d_model, ``nh`` heads. The
+MultiHeadAttention they use is the catalogue's correct one. Real codebases' blocks are adapted
+to the exercise's names only (``ln1``, ``attn``, ``ln2``, ``mlp``).
 """
 
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -16,211 +18,6 @@ from autograder.checks import nb02_block as checks
 
 from . import Mistake, correct, stub
 from .multihead import MHAFused, MHASeparate
-
-# ---------------------------------------------------------------------------- cross-attention
-
-
-def cross_arange(mha, decoder_x, encoder_out, encoder_lengths):
-    S = encoder_out.shape[1]
-    keep = torch.arange(S, device=encoder_out.device) < encoder_lengths[:, None]  # (B, S)
-    return mha(decoder_x, encoder_out, encoder_out, mask=keep[:, None, None, :])
-
-
-def cross_view(mha, decoder_x, encoder_out, encoder_lengths):
-    B, S, _ = encoder_out.shape
-    positions = torch.arange(S).expand(B, S)  # (B, S)
-    keep = positions < encoder_lengths.view(B, 1)
-    return mha(decoder_x, key=encoder_out, value=encoder_out, mask=keep.view(B, 1, 1, S))
-
-
-def cross_einops_style(mha, decoder_x, encoder_out, encoder_lengths):
-    keep = (
-        torch.ones_like(encoder_out[..., 0], dtype=torch.bool).cumsum(-1)
-        <= encoder_lengths[:, None]
-    )  # (B, S)
-    return mha(decoder_x, encoder_out, encoder_out, keep.unsqueeze(1).unsqueeze(1))
-
-
-CORRECT_CROSS = {"arange": cross_arange, "view": cross_view, "cumsum": cross_einops_style}
-
-
-def cross_no_mask(mha, decoder_x, encoder_out, encoder_lengths):
-    return mha(decoder_x, encoder_out, encoder_out)
-
-
-def cross_inverted(mha, decoder_x, encoder_out, encoder_lengths):
-    S = encoder_out.shape[1]
-    ignore = torch.arange(S) >= encoder_lengths[:, None]  # key_padding_mask's meaning
-    return mha(decoder_x, encoder_out, encoder_out, mask=ignore[:, None, None, :])
-
-
-def cross_wrong_axis(mha, decoder_x, encoder_out, encoder_lengths):
-    S = encoder_out.shape[1]
-    keep = torch.arange(S) < encoder_lengths[:, None]
-    return mha(decoder_x, encoder_out, encoder_out, mask=keep[:, None, :])  # (B, 1, S)
-
-
-def cross_on_queries(mha, decoder_x, encoder_out, encoder_lengths):
-    T = decoder_x.shape[1]
-    keep = torch.arange(T) < encoder_lengths[:, None]  # (B, T): the decoder side
-    return mha(decoder_x, encoder_out, encoder_out, mask=keep[:, None, :, None])
-
-
-def cross_off_by_one(mha, decoder_x, encoder_out, encoder_lengths):
-    S = encoder_out.shape[1]
-    keep = torch.arange(S) <= encoder_lengths[:, None]
-    return mha(decoder_x, encoder_out, encoder_out, mask=keep[:, None, None, :])
-
-
-def cross_swapped(mha, decoder_x, encoder_out, encoder_lengths):
-    return mha(encoder_out, decoder_x, decoder_x)
-
-
-def cross_self(mha, decoder_x, encoder_out, encoder_lengths):
-    return mha(decoder_x)
-
-
-def _cross(impl, seed=0, thorough=False):
-    checks.check_cross_attend(impl, MHASeparate, seed=seed, thorough=thorough)
-
-
-CROSS_MISTAKES = [
-    Mistake("cross: no mask", cross_no_mask, _cross, "ignores the encoder padding"),
-    Mistake("cross: key_padding_mask meaning", cross_inverted, _cross, "True = ignore"),
-    Mistake("cross: mask (B, 1, S)", cross_wrong_axis, _cross, "(B, 1, 1, S)"),
-    Mistake("cross: mask on queries", cross_on_queries, _cross, "never mask decoder positions"),
-    Mistake("cross: off by one", cross_off_by_one, _cross, "off by one"),
-    Mistake("cross: query from encoder", cross_swapped, _cross, "queries come from decoder_x"),
-    Mistake("cross: self-attention", cross_self, _cross, "attend over encoder_out"),
-]
-
-# ------------------------------------------------------------------------- attention dropout
-
-
-def _scores(q, k):
-    return q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., T, S)
-
-
-def dropout_functional(q, k, v, p, training=True):
-    weights = F.dropout(torch.softmax(_scores(q, k), dim=-1), p=p, training=training)
-    return weights @ v, weights
-
-
-def dropout_module(q, k, v, p, training=True):
-    drop = nn.Dropout(p)
-    drop.train(training)
-    weights = drop(_scores(q, k).softmax(-1))
-    return weights @ v, weights
-
-
-def dropout_by_hand(q, k, v, p, training=True):
-    weights = torch.softmax(_scores(q, k), dim=-1)
-    if training and p > 0:
-        keep = torch.rand_like(weights) >= p
-        weights = weights * keep / (1 - p)
-    return weights @ v, weights
-
-
-def dropout_bernoulli(q, k, v, p, training=True):
-    weights = torch.softmax(_scores(q, k), dim=-1)
-    if training:
-        weights = weights * torch.empty_like(weights).bernoulli_(1 - p) / (1 - p)
-    return torch.matmul(weights, v), weights
-
-
-CORRECT_DROPOUT = {
-    "functional": dropout_functional,
-    "module": dropout_module,
-    "by_hand": dropout_by_hand,
-    "bernoulli": dropout_bernoulli,
-}
-
-
-def dropout_before_softmax(q, k, v, p, training=True):
-    weights = torch.softmax(F.dropout(_scores(q, k), p, training), dim=-1)
-    return weights @ v, weights
-
-
-def dropout_no_rescale(q, k, v, p, training=True):
-    weights = torch.softmax(_scores(q, k), dim=-1)
-    if training:
-        weights = weights * (torch.rand_like(weights) >= p)
-    return weights @ v, weights
-
-
-def dropout_no_rescale_f(q, k, v, p, training=True):
-    weights = torch.softmax(_scores(q, k), dim=-1)
-    if training:
-        weights = F.dropout(weights, p) * (1 - p)  # "undo" the scaling
-    return weights @ v, weights
-
-
-def dropout_always(q, k, v, p, training=True):
-    weights = F.dropout(torch.softmax(_scores(q, k), dim=-1), p)  # training defaults to True
-    return weights @ v, weights
-
-
-def dropout_on_output(q, k, v, p, training=True):
-    weights = torch.softmax(_scores(q, k), dim=-1)
-    return F.dropout(weights @ v, p, training), weights
-
-
-def dropout_keep_probability(q, k, v, p, training=True):
-    weights = F.dropout(torch.softmax(_scores(q, k), dim=-1), 1 - p, training)
-    return weights @ v, weights
-
-
-def dropout_renormalised(q, k, v, p, training=True):
-    weights = F.dropout(torch.softmax(_scores(q, k), dim=-1), p, training)
-    weights = weights / weights.sum(-1, keepdim=True).clamp_min(1e-12)
-    return weights @ v, weights
-
-
-def dropout_eval_scaled(q, k, v, p, training=True):
-    weights = torch.softmax(_scores(q, k), dim=-1)
-    if training:
-        weights = weights * (torch.rand_like(weights) >= p)
-    else:
-        weights = weights * (1 - p)
-    return weights @ v, weights
-
-
-def dropout_fixed_generator(q, k, v, p, training=True):
-    weights = torch.softmax(_scores(q, k), dim=-1)
-    if training:
-        gen = torch.Generator().manual_seed(0)
-        keep = torch.rand(weights.shape, generator=gen, dtype=weights.dtype) >= p
-        weights = weights * keep / (1 - p)
-    return weights @ v, weights
-
-
-def dropout_undropped_weights(q, k, v, p, training=True):
-    weights = torch.softmax(_scores(q, k), dim=-1)
-    return F.dropout(weights, p, training) @ v, weights
-
-
-TRAINING = checks.check_dropout_training
-EVAL = checks.check_dropout_eval
-DROPOUT_MISTAKES = [
-    Mistake("dropout: before softmax", dropout_before_softmax, TRAINING, "before the softmax"),
-    Mistake("dropout: no rescale (hand)", dropout_no_rescale, TRAINING, "not rescaled"),
-    Mistake("dropout: no rescale (F)", dropout_no_rescale_f, TRAINING, "not rescaled"),
-    Mistake("dropout: active in eval", dropout_always, EVAL, "active with training=False"),
-    Mistake("dropout: on the output", dropout_on_output, TRAINING, "entries of the output"),
-    Mistake("dropout: keep probability", dropout_keep_probability, TRAINING, "probability 1 - p"),
-    Mistake("dropout: renormalised", dropout_renormalised, TRAINING, "renormalised"),
-    Mistake("dropout: scaled in eval", dropout_eval_scaled, EVAL, "scaled the weights by 1 - p"),
-    Mistake("dropout: fixed generator", dropout_fixed_generator, TRAINING, "Another seed"),
-    Mistake(
-        "dropout: none",
-        lambda q, k, v, p, training=True: dropout_functional(q, k, v, p, False),
-        TRAINING,
-        "unchanged in training mode",
-    ),
-    Mistake(
-        "dropout: weights before dropout", dropout_undropped_weights, TRAINING, "`out` is right"
-    ),
-]
 
 # ------------------------------------------------------------------------ transformer block
 
@@ -241,15 +38,17 @@ class BlockSequential(nn.Module):
 
 
 class MLP(nn.Module):
-    """nanoGPT's layout: c_fc, GELU, c_proj."""
+    """nanoGPT's layout: c_fc, GELU, c_proj, dropout (0 by default)."""
 
-    def __init__(self, d_model):
+    def __init__(self, d_model, dropout=0.0):
         super().__init__()
         self.c_fc = nn.Linear(d_model, 4 * d_model)
+        self.gelu = nn.GELU()
         self.c_proj = nn.Linear(4 * d_model, d_model)
+        self.dropout = nn.Dropout(dropout)
 
     def forward(self, x):
-        return self.c_proj(F.gelu(self.c_fc(x)))
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
 
 
 class BlockNanoGPT(nn.Module):
@@ -267,7 +66,146 @@ class BlockNanoGPT(nn.Module):
         return x
 
 
-CORRECT_BLOCK = {"sequential": BlockSequential, "nanogpt": BlockNanoGPT}
+class NewGELU(nn.Module):
+    """GPT-2's GELU, the tanh approximation (minGPT's NewGELU, Hugging Face's gelu_new)."""
+
+    def forward(self, x):
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+class BlockMinGPT(nn.Module):
+    """minGPT: the MLP is a ModuleDict run through a lambda, with GPT-2's GELU."""
+
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = MHASeparate(d_model, num_heads)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.mlp = nn.ModuleDict(
+            dict(
+                c_fc=nn.Linear(d_model, 4 * d_model),
+                c_proj=nn.Linear(4 * d_model, d_model),
+                act=NewGELU(),
+                dropout=nn.Dropout(0.0),
+            )
+        )
+        m = self.mlp
+        self.mlpf = lambda x: m.dropout(m.c_proj(m.act(m.c_fc(x))))
+
+    def forward(self, x, mask=None):
+        x = x + self.attn(self.ln1(x), mask=mask)[0]
+        x = x + self.mlpf(self.ln2(x))
+        return x
+
+
+class GPT2MLP(nn.Module):
+    """Hugging Face's GPT2MLP (nn.Linear in place of its Conv1D), with act = gelu_new."""
+
+    def __init__(self, intermediate_size, embed_dim):
+        super().__init__()
+        self.c_fc = nn.Linear(embed_dim, intermediate_size)
+        self.c_proj = nn.Linear(intermediate_size, embed_dim)
+        self.act = lambda h: F.gelu(h, approximate="tanh")
+        self.dropout = nn.Dropout(0.0)
+
+    def forward(self, hidden_states):
+        hidden_states = self.act(self.c_fc(hidden_states))
+        return self.dropout(self.c_proj(hidden_states))
+
+
+class BlockHFGPT2(nn.Module):
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model, eps=1e-5)
+        self.attn = MHASeparate(d_model, num_heads)
+        self.ln2 = nn.LayerNorm(d_model, eps=1e-5)
+        self.mlp = GPT2MLP(4 * d_model, d_model)
+
+    def forward(self, hidden_states, mask=None):
+        residual = hidden_states
+        hidden_states = self.ln1(hidden_states)
+        attn_output, _ = self.attn(hidden_states, mask=mask)
+        hidden_states = attn_output + residual
+        residual = hidden_states
+        hidden_states = self.ln2(hidden_states)
+        feed_forward_hidden_states = self.mlp(hidden_states)
+        return residual + feed_forward_hidden_states
+
+
+class TimmMlp(nn.Module):
+    """timm's Mlp: fc1, act, drop1, norm (Identity), fc2, drop2."""
+
+    def __init__(self, in_features, hidden_features, act_layer=nn.GELU, drop=0.0):
+        super().__init__()
+        self.fc1 = nn.Linear(in_features, hidden_features)
+        self.act = act_layer()
+        self.drop1 = nn.Dropout(drop)
+        self.norm = nn.Identity()
+        self.fc2 = nn.Linear(hidden_features, in_features)
+        self.drop2 = nn.Dropout(drop)
+
+    def forward(self, x):
+        return self.drop2(self.fc2(self.norm(self.drop1(self.act(self.fc1(x))))))
+
+
+TIMM_NORM = partial(nn.LayerNorm, eps=1e-6)  # timm's ViT norm_layer
+
+
+class BlockTimm(nn.Module):
+    """timm's ViT Block: an int mlp_ratio, LayerNorm's eps 1e-6, LayerScale and DropPath as
+    Identity."""
+
+    def __init__(self, d_model, num_heads, mlp_ratio=4, norm_layer=TIMM_NORM):
+        super().__init__()
+        self.ln1 = norm_layer(d_model)
+        self.attn = MHASeparate(d_model, num_heads)
+        self.ls1 = nn.Identity()
+        self.drop_path1 = nn.Identity()
+        self.ln2 = norm_layer(d_model)
+        self.mlp = TimmMlp(d_model, int(d_model * mlp_ratio))
+        self.ls2 = nn.Identity()
+        self.drop_path2 = nn.Identity()
+
+    def forward(self, x, mask=None):
+        x = x + self.drop_path1(self.ls1(self.attn(self.ln1(x), mask=mask)[0]))
+        x = x + self.drop_path2(self.ls2(self.mlp(self.ln2(x))))
+        return x
+
+
+class BlockFairseq(nn.Module):
+    """fairseq's TransformerEncoderLayer with normalize_before=True; fc1/fc2 held in `mlp`."""
+
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model)  # self_attn_layer_norm
+        self.attn = MHASeparate(d_model, num_heads)
+        self.ln2 = nn.LayerNorm(d_model)  # final_layer_norm
+        self.mlp = nn.ModuleDict({"fc1": nn.Linear(d_model, 4 * d_model)})
+        self.mlp["fc2"] = nn.Linear(4 * d_model, d_model)
+        self.activation_fn = F.gelu
+        self.normalize_before = True
+
+    def forward(self, x, mask=None):
+        residual = x
+        if self.normalize_before:
+            x = self.ln1(x)
+        x, _ = self.attn(query=x, key=x, value=x, mask=mask)
+        x = residual + x
+        residual = x
+        if self.normalize_before:
+            x = self.ln2(x)
+        x = self.mlp["fc2"](self.activation_fn(self.mlp["fc1"](x)))
+        return residual + x
+
+
+CORRECT_BLOCK = {
+    "sequential": BlockSequential,
+    "nanogpt": BlockNanoGPT,
+    "mingpt_tanh_gelu": BlockMinGPT,
+    "hf_gpt2_tanh_gelu": BlockHFGPT2,
+    "timm": BlockTimm,
+    "fairseq": BlockFairseq,
+}
 
 
 class BlockPostLN(BlockSequential):
@@ -282,9 +220,46 @@ class BlockReLU(BlockSequential):
         self.mlp[1] = nn.ReLU()
 
 
+class BlockNoActivation(BlockSequential):
+    def __init__(self, d_model, num_heads):
+        super().__init__(d_model, num_heads)
+        self.mlp = nn.Sequential(self.mlp[0], self.mlp[2])
+
+
+class BlockSiLU(BlockSequential):
+    def __init__(self, d_model, num_heads):
+        super().__init__(d_model, num_heads)
+        self.mlp[1] = nn.SiLU()
+
+
+class BlockTorchAttention(BlockSequential):
+    def __init__(self, d_model, num_heads):
+        super().__init__(d_model, num_heads)
+        self.attn = nn.MultiheadAttention(d_model, num_heads, batch_first=True)
+
+
+class BlockReturnsWeights(BlockSequential):
+    def forward(self, x, mask=None):
+        attn_out, weights = self.attn(self.ln1(x), mask=mask)
+        x = x + attn_out
+        return x + self.mlp(self.ln2(x)), weights
+
+
 class BlockNoMask(BlockSequential):
     def forward(self, x, mask=None):
         return super().forward(x)
+
+
+class BlockMaskPositional(BlockSequential):
+    def forward(self, x, mask=None):
+        x = x + self.attn(self.ln1(x), mask)[0]  # lands in `key`
+        return x + self.mlp(self.ln2(x))
+
+
+class BlockTuple(BlockSequential):
+    def forward(self, x, mask=None):
+        x = x + self.attn(self.ln1(x), mask=mask)  # (out, weights)
+        return x + self.mlp(self.ln2(x))
 
 
 class BlockNoAttnResidual(BlockSequential):
@@ -299,10 +274,45 @@ class BlockNoMLPResidual(BlockSequential):
         return self.mlp(self.ln2(x))
 
 
+class BlockNormedResidual(BlockSequential):
+    def forward(self, x, mask=None):
+        x = self.ln1(x)
+        x = x + self.attn(x, mask=mask)[0]
+        x = self.ln2(x)
+        return x + self.mlp(x)
+
+
+class BlockParallel(BlockSequential):
+    def forward(self, x, mask=None):
+        return x + self.attn(self.ln1(x), mask=mask)[0] + self.mlp(self.ln2(x))
+
+
 class BlockLn1Twice(BlockSequential):
     def forward(self, x, mask=None):
         x = x + self.attn(self.ln1(x), mask=mask)[0]
         return x + self.mlp(self.ln1(x))
+
+
+class BlockNormsSwapped(BlockSequential):
+    def forward(self, x, mask=None):
+        x = x + self.attn(self.ln2(x), mask=mask)[0]
+        return x + self.mlp(self.ln1(x))
+
+
+class BlockAttnOnRawX(BlockSequential):
+    def forward(self, x, mask=None):
+        x = x + self.attn(x, mask=mask)[0]
+        return x + self.mlp(self.ln2(x))
+
+
+class BlockResidualDropout(BlockSequential):
+    def __init__(self, d_model, num_heads):
+        super().__init__(d_model, num_heads)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x, mask=None):
+        x = x + self.drop(self.attn(self.ln1(x), mask=mask)[0])
+        return x + self.drop(self.mlp(self.ln2(x)))
 
 
 class BlockNarrowMLP(BlockSequential):
@@ -327,18 +337,65 @@ class BlockNoLn2(nn.Module):
         self.mlp = BlockSequential(d_model, num_heads).mlp
 
 
+class BlockNoAffine(BlockSequential):
+    def __init__(self, d_model, num_heads):
+        super().__init__(d_model, num_heads)
+        self.ln1 = nn.LayerNorm(d_model, elementwise_affine=False)
+        self.ln2 = nn.LayerNorm(d_model, elementwise_affine=False)
+
+
+class BlockNormNoBias(BlockSequential):
+    def __init__(self, d_model, num_heads):
+        super().__init__(d_model, num_heads)
+        self.ln1 = nn.LayerNorm(d_model, bias=False)
+        self.ln2 = nn.LayerNorm(d_model, bias=False)
+
+
+class BlockMLPNoBias(BlockSequential):
+    def __init__(self, d_model, num_heads):
+        super().__init__(d_model, num_heads)
+        self.mlp = nn.Sequential(
+            nn.Linear(d_model, 4 * d_model, bias=False),
+            nn.GELU(),
+            nn.Linear(4 * d_model, d_model, bias=False),
+        )
+
+
+class BlockAttnNoBias(BlockSequential):
+    def __init__(self, d_model, num_heads):
+        super().__init__(d_model, num_heads)
+        self.attn = MHASeparate(d_model, num_heads, bias=False)
+
+
 MATCHES = checks.check_block_matches_torch
 STRUCTURE = checks.check_block_structure
 BLOCK_MISTAKES = [
     Mistake("block: post-LN", BlockPostLN, MATCHES, "post-LN"),
     Mistake("block: ReLU", BlockReLU, MATCHES, "ReLU"),
+    Mistake("block: SiLU", BlockSiLU, MATCHES, "SiLU"),
+    Mistake("block: nn.MultiheadAttention", BlockTorchAttention, STRUCTURE, "your MultiHeadAtt"),
+    Mistake("block: returns the weights too", BlockReturnsWeights, MATCHES, "return a tensor"),
+    Mistake("block: no activation", BlockNoActivation, MATCHES, "no activation"),
     Mistake("block: mask ignored", BlockNoMask, MATCHES, "ignores the mask"),
+    Mistake("block: mask passed as key", BlockMaskPositional, MATCHES, "pass the mask by name"),
+    Mistake("block: attn tuple added", BlockTuple, MATCHES, "returns (output, weights)"),
     Mistake("block: no attention residual", BlockNoAttnResidual, MATCHES, "around the attention"),
     Mistake("block: no MLP residual", BlockNoMLPResidual, MATCHES, "around the MLP"),
+    Mistake("block: residual of ln(x)", BlockNormedResidual, MATCHES, "add the normalised x"),
+    Mistake("block: parallel sub-layers", BlockParallel, MATCHES, "side by side"),
     Mistake("block: ln1 twice", BlockLn1Twice, MATCHES, "ln1 twice"),
+    Mistake("block: LayerNorms swapped", BlockNormsSwapped, MATCHES, "swaps the LayerNorms"),
+    Mistake("block: attention reads x", BlockAttnOnRawX, MATCHES, "reads x itself"),
+    Mistake("block: residual dropout", BlockResidualDropout, MATCHES, "dropout with p > 0"),
     Mistake("block: MLP not 4x", BlockNarrowMLP, STRUCTURE, "4x wider"),
     Mistake("block: extra LayerNorm", BlockExtraNorm, STRUCTURE, "parameters where PyTorch's"),
     Mistake("block: no ln2", BlockNoLn2, STRUCTURE, "attribute `ln2`"),
+    Mistake("block: LN without affine", BlockNoAffine, STRUCTURE, "elementwise_affine=False"),
+    Mistake("block: LN without affine (run)", BlockNoAffine, MATCHES, "elementwise_affine=False"),
+    Mistake("block: LN without bias", BlockNormNoBias, MATCHES, "`ln1` has no bias"),
+    Mistake("block: MLP without biases", BlockMLPNoBias, STRUCTURE, "MLP's first nn.Linear"),
+    Mistake("block: MLP without biases (run)", BlockMLPNoBias, MATCHES, "has no bias"),
+    Mistake("block: attention without biases", BlockAttnNoBias, MATCHES, "`attn.q_proj` has no"),
 ]
 
 # -------------------------------------------------------------------------- block parameters
@@ -358,7 +415,16 @@ def count_compact(d_model, d_mlp=None, bias=True):
     return sum(i * o + o * bias for i, o in linears) + 2 * (d_model + d_model * bias)
 
 
-CORRECT_COUNT = {"by_parts": count_by_parts, "compact": count_compact}
+def count_timm_ratio(d_model, d_mlp=None, bias=True, mlp_ratio=4.0):
+    """timm computes the hidden width as int(dim * mlp_ratio)."""
+    hidden = int(d_model * mlp_ratio) if d_mlp is None else d_mlp
+    per_linear = [(d_model, d_model)] * 4 + [(d_model, hidden), (hidden, d_model)]
+    weights = sum(fan_in * fan_out for fan_in, fan_out in per_linear)
+    biases = sum(fan_out for _, fan_out in per_linear) if bias else 0
+    return weights + biases + 2 * d_model * (2 if bias else 1)
+
+
+CORRECT_COUNT = {"by_parts": count_by_parts, "compact": count_compact, "timm": count_timm_ratio}
 
 
 def _without(part):
@@ -368,6 +434,28 @@ def _without(part):
         return total - {"ln": 2 * d_model * (1 + bias), "mlp_bias": (h + d_model) * bias}[part]
 
     return count
+
+
+def count_float_ratio(d_model, d_mlp=None, bias=True, mlp_ratio=4.0):
+    hidden = d_mlp if d_mlp is not None else d_model * mlp_ratio  # a float by default
+    return count_by_parts(d_model, hidden, bias)
+
+
+def count_hidden_bias_c(d_model, d_mlp=None, bias=True):
+    h = 4 * d_model if d_mlp is None else d_mlp
+    return count_by_parts(d_model, d_mlp, bias) - (h - d_model) * bias
+
+
+def count_one_norm(d_model, d_mlp=None, bias=True):
+    return count_by_parts(d_model, d_mlp, bias) - d_model * (1 + bias)
+
+
+def count_four_norms(d_model, d_mlp=None, bias=True):
+    return count_by_parts(d_model, d_mlp, bias) + 2 * d_model * (1 + bias)  # ln1, ln2 twice
+
+
+def count_default_no_bias(d_model, d_mlp=None, bias=False):
+    return count_by_parts(d_model, d_mlp, bias)
 
 
 COUNT = checks.check_block_param_count
@@ -408,16 +496,16 @@ COUNT_MISTAKES = [
         COUNT,
         "integer arithmetic",
     ),
+    Mistake("block count: float mlp_ratio", count_float_ratio, COUNT, "returned a float"),
+    Mistake("block count: hidden bias d_model", count_hidden_bias_c, COUNT, "d_mlp of them"),
+    Mistake("block count: one LayerNorm", count_one_norm, COUNT, "there are two"),
+    Mistake("block count: four LayerNorms", count_four_norms, COUNT, "counts four LayerNorms"),
+    Mistake("block count: bias defaults False", count_default_no_bias, COUNT, "bias=True"),
 ]
 
-MISTAKES = CROSS_MISTAKES + DROPOUT_MISTAKES + BLOCK_MISTAKES + COUNT_MISTAKES
+MISTAKES = BLOCK_MISTAKES + COUNT_MISTAKES
 
-CORRECT = (
-    correct([_cross], CORRECT_CROSS)
-    + correct([TRAINING, EVAL], CORRECT_DROPOUT)
-    + correct([STRUCTURE, MATCHES], CORRECT_BLOCK)
-    + correct([COUNT], CORRECT_COUNT)
-)
+CORRECT = correct([STRUCTURE, MATCHES], CORRECT_BLOCK) + correct([COUNT], CORRECT_COUNT)
 
 
 class Stub:
@@ -427,8 +515,6 @@ class Stub:
         raise NotImplementedError()
 
 
-STUBS = [(TRAINING, stub), (EVAL, stub), (STRUCTURE, Stub), (MATCHES, Stub), (COUNT, stub)]
-STUBS += [(_cross, stub)]
-# The dropout checks draw from the global generator, which an in-process kernel shares with the
-# grader: test_checks_block verifies these checks on a kernel with its own random state instead.
+STUBS = [(STRUCTURE, Stub), (MATCHES, Stub), (COUNT, stub)]
+# Verified on a kernel with its own random state in tests/test_checks_block.py.
 REPLAY: list = []
