@@ -202,7 +202,8 @@ def _by_hand(params, nh, x, blocked, **mistake):
     """The block written with F.layer_norm and nn.MultiheadAttention, with one known mistake:
     ``attn_residual``/``mlp_residual`` False drop a residual, ``norms`` names the LayerNorm
     before each sub-layer (None: none), ``normed_skip`` adds the residual to the normalised x,
-    ``parallel`` feeds both sub-layers the same x (GPT-J), ``act`` replaces GELU."""
+    ``parallel`` feeds both sub-layers the same x (GPT-J), ``act`` replaces GELU and
+    ``act_last`` moves it after the second linear layer."""
     C = x.shape[-1]
     attn = mha.torch_twin({n: params[f"attn.{n}"] for n in mha.PROJECTIONS}, nh)
     first, second = mistake.get("norms", ("ln1", "ln2"))
@@ -214,6 +215,8 @@ def _by_hand(params, nh, x, blocked, **mistake):
         return F.layer_norm(h, (C,), *params[role], eps=params["eps"][role])
 
     def mlp(h):
+        if mistake.get("act_last"):
+            return act(F.linear(F.linear(h, *params["up"]), *params["down"]))
         return F.linear(act(F.linear(h, *params["up"])), *params["down"])
 
     with torch.no_grad():
@@ -244,6 +247,8 @@ def _block_mistake(params, C, nh, x, blocked, out) -> str:
         "GELU.": _oracle(params, C, nh, x, blocked, activation=F.silu),
         "Your MLP has no activation between its two nn.Linear, so together they are one linear "
         "map: put nn.GELU() between them.": hand(act=lambda h: h),
+        "Your MLP applies GELU after its second nn.Linear: the activation goes between the two, "
+        "Linear, GELU, Linear.": hand(act_last=True),
         "Your block ignores the mask: pass mask=mask to self.attn.": _oracle(
             params, C, nh, x, None
         ),

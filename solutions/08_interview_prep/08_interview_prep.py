@@ -56,7 +56,6 @@
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 import math
 import os
-import time
 import warnings
 
 import torch
@@ -69,6 +68,7 @@ from autograder.checks.nb08_interview import check_choice, check_number
 from autograder.checks.nb08_live import check_causal_gqa_live
 from autograder.checks.nb08_ported import check_fixed_mha_mask, check_fixed_mha_matches_torch
 from autograder.checks.nb08_rotary import check_rope_decoding, check_rope_full_pass
+from autograder.tools.live_timer import LiveTimer
 from autograder.tools.nb08_flashcards import flashcard_widget
 
 warnings.filterwarnings("ignore")
@@ -1416,8 +1416,9 @@ check_choice("dropout_where", answer_dropout_where)
 # **Time** box: 20 minutes · **Points** 3 (the time is shown, not graded)
 #
 # The last round: an empty editor and "write causal attention for a Llama-style layer". Close
-# the earlier notebooks and section 3, run the timer cell, write the function, run its test
-# cell, then stop the timer.
+# the earlier notebooks and section 3, run the timer cell, write the function and run its test
+# cell. The clock under the timer cell shows the time as it runs and stops by itself when the
+# test cell first passes.
 #
 # `causal_gqa_live(x, w_q, w_kv, w_out, num_heads, num_kv_heads)`: `x` is `(B, T, C)`; `w_q` is
 # `(C, C)`; `w_kv` is `(2·nkv·hs, C)`, the key rows of all `nkv` key/value heads followed by
@@ -1429,8 +1430,8 @@ check_choice("dropout_where", answer_dropout_where)
 # test may vary (MQA with `nkv = 1`, MHA with `nkv = nh`).
 
 # %%
-live_start = time.perf_counter()
-print("Timer started: write causal_gqa_live below.")
+live_timer = LiveTimer("check_causal_gqa_live", box_minutes=20)
+display(live_timer.start())  # the clock, live; the test cell's first pass stops it
 
 
 # %% nbgrader={"grade": false, "grade_id": "live_causal_gqa", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -1460,11 +1461,7 @@ check_causal_gqa_live(causal_gqa_live, seed=1, thorough=True)
 ### END HIDDEN TESTS
 
 # %%
-if "live_start" in globals():
-    minutes = (time.perf_counter() - live_start) / 60
-    print(f"Live round: {minutes:.1f} min (the box was 20). Rerun the timer cell to try again.")
-else:
-    print("Run the timer cell before you start.")
+print(live_timer.text() if "live_timer" in globals() else "Run the timer cell before you start.")
 
 # %% [markdown]
 # ## 6 · Flashcards for spaced review

@@ -245,6 +245,12 @@ class BlockReturnsWeights(BlockSequential):
         return x + self.mlp(self.ln2(x)), weights
 
 
+class BlockGeluLast(BlockSequential):
+    def __init__(self, d_model, num_heads):
+        super().__init__(d_model, num_heads)
+        self.mlp = nn.Sequential(self.mlp[0], self.mlp[2], nn.GELU())
+
+
 class BlockNoMask(BlockSequential):
     def forward(self, x, mask=None):
         return super().forward(x)
@@ -375,6 +381,7 @@ BLOCK_MISTAKES = [
     Mistake("block: SiLU", BlockSiLU, MATCHES, "SiLU"),
     Mistake("block: nn.MultiheadAttention", BlockTorchAttention, STRUCTURE, "your MultiHeadAtt"),
     Mistake("block: returns the weights too", BlockReturnsWeights, MATCHES, "return a tensor"),
+    Mistake("block: GELU after the MLP", BlockGeluLast, MATCHES, "after its second nn.Linear"),
     Mistake("block: no activation", BlockNoActivation, MATCHES, "no activation"),
     Mistake("block: mask ignored", BlockNoMask, MATCHES, "ignores the mask"),
     Mistake("block: mask passed as key", BlockMaskPositional, MATCHES, "pass the mask by name"),
