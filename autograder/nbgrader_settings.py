@@ -86,7 +86,9 @@ def class_config(root: Path) -> Config:
     return c
 
 
-def grading_config(limits: Limits, runtime: Path, verify: bool, records: RunRecords) -> Config:
+def grading_config(
+    limits: Limits, runtime: Path, verify: bool, records: RunRecords, uid: int | None = None
+) -> Config:
     """How ``check`` and ``grade`` autograde: in the sandbox, under :class:`GradingExecute`
     (each notebook's run recorded in ``records``), with a class's feedback."""
     c = Config()
@@ -107,5 +109,5 @@ def grading_config(limits: Limits, runtime: Path, verify: bool, records: RunReco
     c.GradingExecute.verify = verify
     c.GradingExecute.records = records
     c.GenerateFeedback.preprocessors = feedback_preprocessors(classroom=True)
-    sandbox_settings(c, runtime)
+    sandbox_settings(c, runtime, uid)
     return c

@@ -46,7 +46,7 @@ from autograder.nbgrader_settings import scratch_config
 
 c = get_config()  # noqa: F821
 c.merge(scratch_config(Path(__file__).resolve().parent))
-sandbox_settings(c, Path({runtime!r}))
+sandbox_settings(c, Path({runtime!r}), {uid!r})
 c.Execute.timeout = {timeout}
 """
 
@@ -115,12 +115,10 @@ def run_baseline(root: Path, submitted: Path, notebook: str, limits: Limits) -> 
     iso = detect()
     uid = kernel_uid(0) if iso.switches_uid else None
     runtime = prepare_runtime(root / "baseline-runtime")
-    if uid is not None:
-        os.chown(runtime, uid, uid)
     fonts = prepare_font_cache(root / "fonts")
     write_kernelspec(root / "jupyter", iso, limits, uid, fonts)
     (course / "nbgrader_config.py").write_text(
-        BASELINE_CONFIG.format(runtime=str(runtime), timeout=limits.cell_timeout_s)
+        BASELINE_CONFIG.format(runtime=str(runtime), uid=uid, timeout=limits.cell_timeout_s)
     )
     env = dict(os.environ, JUPYTER_PATH=str(root / "jupyter"))
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")

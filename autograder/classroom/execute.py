@@ -23,7 +23,9 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import signal
 import socket
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -37,11 +39,16 @@ from traitlets import Bool, Instance, Integer
 from autograder import nbcell
 from autograder.checks.replay.cells import verify_cell
 from autograder.checks.replay.remote import MAX_REPLY_BYTES
+from autograder.classroom.hangs import Hangs
 from autograder.classroom.kernels import SandboxKernelManager
+from autograder.classroom.sockets import let_kernel_connect
 from autograder.kernel import server
 
 ACCEPT_TIMEOUT_S = 20  # for the kernel to connect to the grader's socket
 INTERRUPT_GRACE_S = 10  # for a kernel to stop after an interrupt
+# Of a notebook's budget, what nbgrader's steps after the run (grades, feedback) may take: the
+# kernel is stopped this much before the budget ends, so the budget bounds the whole grading.
+FINISH_RESERVE_S = 10
 
 SIGNALS = {
     -9: "it was killed (SIGKILL: memory, CPU time limit, or its own code)",
@@ -129,8 +136,13 @@ class GradingExecute(Execute):
     def preprocess(self, nb, resources, km=None):
         notebook_id = resources.get("nbgrader", {}).get("notebook", "")
         self._start = time.monotonic()
-        self._deadline = self._start + self.notebook_budget
+        reserve = min(FINISH_RESERVE_S, self.notebook_budget // 10)
+        self._deadline = self._start + self.notebook_budget - reserve
         self._stop: str | None = None
+        self._out_of_time = threading.Event()
+        self._hangs = Hangs()
+        self._counts: dict[int, int] = {}  # execution count -> cell index
+        self._timed_out = False
         self._ran: set[int] = set()
         self._bytes: dict[int, int] = defaultdict(int)
         self._kept_bytes = 0  # what the notebook keeps, for its cap
@@ -139,11 +151,19 @@ class GradingExecute(Execute):
         self._timing: dict = {"slowest_cell": (0.0, None), "verification": 0.0, "requests": 0}
         self._verdicts: dict[str, list] = {}
         started = True
+        watchdog = threading.Timer(self._deadline - time.monotonic(), self._stop_at_budget)
+        watchdog.daemon = True
+        watchdog.start()
         try:
             nb, resources = super().preprocess(nb, resources, km)
         except Exception as err:  # the kernel did not start, or died between cells
             started = bool(self._ran)
-            self._halt(f"the kernel could not run this notebook ({type(err).__name__}: {err})")
+            self._halt(
+                self._budget_reason()
+                or f"the kernel could not run this notebook ({type(err).__name__}: {err})"
+            )
+        finally:
+            watchdog.cancel()
         for index, cell in enumerate(nb.cells):
             if index not in self._ran and cell.cell_type == "code" and cell.source.strip():
                 cell.outputs = [not_run(self._stop or "the notebook stopped early")]
@@ -174,6 +194,31 @@ class GradingExecute(Execute):
     start_new_kernel = run_sync(async_start_new_kernel)  # nbclient's sync path binds these
     start_new_kernel_client = run_sync(async_start_new_kernel_client)
 
+    def _stop_at_budget(self) -> None:
+        """The watchdog: at the deadline, kill the kernel's whole process group (the sandbox
+        and all it started), whatever it is doing; every wait on it then ends."""
+        self._out_of_time.set()
+        pgid = getattr(getattr(self.km, "provisioner", None), "pgid", None)
+        if pgid:
+            with contextlib.suppress(OSError):
+                os.killpg(pgid, signal.SIGKILL)
+
+    def _budget_reason(self, index: int | None = None) -> str | None:
+        """Why the run stopped, if the watchdog stopped it."""
+        if time.monotonic() >= self._deadline:
+            self._out_of_time.set()
+        if not self._out_of_time.is_set():
+            return None
+        where = f" in {self._cell(index)}" if index is not None else ""
+        return (
+            f"the notebook used up its time budget of {self.notebook_budget} s{where}, "
+            "so its kernel was stopped"
+        )
+
+    async def _async_handle_timeout(self, timeout, cell=None):
+        self._timed_out = True
+        return await super()._async_handle_timeout(timeout, cell)
+
     def _halt(self, reason: str) -> None:
         if self._stop is None:
             self._stop = reason
@@ -195,23 +240,37 @@ class GradingExecute(Execute):
                 self._ran.add(index)
             return cell, resources
         if time.monotonic() >= self._deadline:
-            self._halt(f"the notebook used up its time budget of {self.notebook_budget} s")
+            self._out_of_time.set()
+            self._halt(self._budget_reason())
             return self.preprocess_cell(cell, resources, index)
         self._ran.add(index)
+        if nbcell.is_test(cell):
+            blocked = self._hangs.blocking(cell.source, self._learner_sources())
+            if blocked:
+                cell.outputs = [not_run(blocked)]
+                return cell, resources
         began = time.monotonic()
+        self._timed_out = False
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
         except CellTimeoutError:
-            reason = (
+            reason = self._budget_reason(index) or (
                 f"the kernel did not stop when {self._cell(index)} was interrupted after "
                 "its time limit (a loop that catches KeyboardInterrupt?), so it was shut down"
             )
             cell.outputs.append(not_run(reason))
             self._halt(reason)
         except DeadKernelError:
-            reason = f"the kernel died in {self._cell(index)}: {self._death_cause()}"
+            reason = (
+                self._budget_reason(index)
+                or f"the kernel died in {self._cell(index)}: {self._death_cause()}"
+            )
             cell.outputs.append(not_run(reason))
             self._halt(reason)
+        if cell.get("execution_count"):
+            self._counts[cell.execution_count] = index
+        if self._timed_out and self._stop is None:
+            self._record_hang(cell, index)
         took = round(time.monotonic() - began, 2)
         if took > self._timing["slowest_cell"][0]:
             self._timing["slowest_cell"] = (took, self._number(index))
@@ -220,6 +279,24 @@ class GradingExecute(Execute):
             if self.verify and self._stop is None and not _has_error(cell):
                 self._verify(cell, index)
         return cell, resources
+
+    def _learner_sources(self) -> list[str]:
+        """The code cells that ran so far other than test cells: what defines the learner's
+        functions."""
+        return [
+            c.source
+            for i, c in enumerate(self.nb.cells)
+            if i in self._ran and c.cell_type == "code" and not nbcell.is_test(c)
+        ]
+
+    def _record_hang(self, cell, index: int) -> None:
+        """A cell interrupted at its time limit: remember the learner function it was in."""
+        learner = {
+            count for count, i in self._counts.items() if not nbcell.is_test(self.nb.cells[i])
+        }
+        for out in cell.get("outputs", []):
+            if out.output_type == "error":
+                self._hangs.record(out.get("traceback", []), learner, self._cell(index))
 
     def _verify(self, cell, index: int) -> None:
         """Run the passed test cell's checks here, the learner's code in the kernel.
@@ -231,12 +308,11 @@ class GradingExecute(Execute):
         """
         began = time.monotonic()
         self._late = False
-        runtime = Path(self.km.connection_file).parent
-        path = runtime / f"verify-{os.getpid()}-{index}.sock"
-        path.unlink(missing_ok=True)
+        runtime = Path(self.km.connection_file).parent  # the grader's alone (sockets.py)
+        path = runtime / f"verify-{index}.sock"
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
             listener.bind(str(path))
-            path.chmod(0o777)  # the kernel runs as an unprivileged uid of its own
+            let_kernel_connect(path)  # the kernel runs as an unprivileged uid of its own
             listener.listen(1)
             code = f"__import__('autograder.kernel.server').kernel.server.serve({str(path)!r})"
             msg_id = self.kc.execute(code, store_history=False, allow_stdin=False)
@@ -268,7 +344,10 @@ class GradingExecute(Execute):
         if data:
             return data.decode(errors="replace")
         if not run_sync(self.km.is_alive)():
-            self._halt(f"the kernel died while the checks of {self._cell(index)} ran")
+            self._halt(
+                self._budget_reason(index)
+                or f"the kernel died while the checks of {self._cell(index)} ran"
+            )
         self._late = True
         return None
 
@@ -278,7 +357,7 @@ class GradingExecute(Execute):
         if self._late:
             with contextlib.suppress(Exception):
                 run_sync(self.km.interrupt_kernel)()
-        deadline = time.monotonic() + (INTERRUPT_GRACE_S if self._late else 60)
+        deadline = min(self._deadline, time.monotonic() + (INTERRUPT_GRACE_S if self._late else 60))
         while time.monotonic() < deadline:
             try:
                 msg = run_sync(self.kc.get_shell_msg)(timeout=max(0.1, deadline - time.monotonic()))
@@ -287,7 +366,8 @@ class GradingExecute(Execute):
             if msg.get("parent_header", {}).get("msg_id") == msg_id:
                 return
         self._halt(
-            f"the kernel did not stop when the checks of {self._cell(index)} were interrupted "
+            self._budget_reason(index)
+            or f"the kernel did not stop when the checks of {self._cell(index)} were interrupted "
             "after the time limit (a loop that catches KeyboardInterrupt?), so it was shut down"
         )
 

@@ -283,8 +283,8 @@ def bwrap_argv(
     iso: Isolation,
     limits: Limits,
     *,
-    rw_dirs: list[str],
     ro_dirs: tuple[str, ...] = (),
+    rw_dirs: tuple[str, ...] = (),
     workdir: str,
     workdir_files: dict[str, str],
     font_cache: str | None,
@@ -294,7 +294,8 @@ def bwrap_argv(
     """The bwrap command prefix for a kernel whose working folder is ``workdir``.
 
     ``workdir`` becomes a size-capped tmpfs holding read-only binds of ``workdir_files``
-    (name inside -> path outside); ``rw_dirs`` are bound read-write at their own paths.
+    (name inside -> path outside); ``ro_dirs`` are bound read-only at their own paths, then
+    ``rw_dirs`` read-write (the kernel's sockets folder, which may lie in a read-only one).
     """
     assert iso.bwrap
     m = Mounts()

@@ -26,6 +26,7 @@ from pathlib import Path
 import zmq
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
+from traitlets import Integer, Unicode
 
 from autograder import nbcell
 from autograder.classroom.isolation import (
@@ -37,6 +38,7 @@ from autograder.classroom.isolation import (
     python_binds,
 )
 from autograder.classroom.launch import visible_files
+from autograder.classroom.sockets import SOCKETS, fresh_runtime, remove_runtime
 
 MAX_MESSAGE_BYTES = 64 * 1024**2
 INLINE_BACKEND = "matplotlib_inline.backend_inline"
@@ -97,7 +99,7 @@ class ZygoteServer:
         sandbox = bwrap_argv(
             self.iso,
             self.limits,
-            rw_dirs=[str(self.runtime)],
+            rw_dirs=(str(self.runtime),),  # the grader's; each kernel writes its sockets/ only
             ro_dirs=(str(self.inbox),),
             workdir=str(self.workroot),
             workdir_files={},
@@ -252,21 +254,40 @@ class ZygoteProvisioner(LocalProvisioner):
 
 
 class SandboxKernelManager(AsyncKernelManager):
-    """nbclient's kernel manager for grading: size-capped messages, warm kernels when possible."""
+    """nbclient's kernel manager for grading: size-capped messages, warm kernels when possible.
+
+    Each kernel gets a fresh runtime folder under ``runtime_base`` (:mod:`.sockets`): the
+    connection file in the grader's part, the kernel's sockets in the part ``kernel_uid`` owns.
+    """
 
     zygote: ZygoteServer | None = None
+    runtime_base = Unicode("", help="The folder of the kernels' runtime folders.").tag(config=True)
+    kernel_uid = Integer(-1, help="The kernels' uid, if not the grader's.").tag(config=True)
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+        self.runtime: Path | None = None
 
     async def _async_pre_start_kernel(self, **kw):
+        if not self.runtime_base:
+            raise RuntimeError("SandboxKernelManager.runtime_base is not set (sandbox_settings)")
+        uid = self.kernel_uid if self.kernel_uid >= 0 else None
+        self.runtime = fresh_runtime(Path(self.runtime_base), uid)
+        self.transport = "ipc"
+        self.connection_file = str(self.runtime / "kernel.json")
+        self.ip = str(self.runtime / SOCKETS / "ipc")
         if self.provisioner is None and SandboxKernelManager.zygote is not None:
             self.kernel_id = self.kernel_id or str(uuid.uuid4())
             self.provisioner = ZygoteProvisioner(
                 kernel_id=self.kernel_id, kernel_spec=self.kernel_spec, parent=self
             )
         return await super()._async_pre_start_kernel(**kw)
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart=restart)
+        if not restart and self.runtime is not None:
+            remove_runtime(self.runtime)
 
 
 def warm_modules(source_notebook: Path) -> list[str]:

@@ -1,10 +1,13 @@
 """A sandboxed kernelspec's launcher: ``python -m autograder.classroom.launch SPEC -- CMD``.
 
 jupyter_client starts it (outside any sandbox) in the notebook's folder with the connection file
-in the runtime folder; it execs ``prlimit ... bwrap ... [setpriv ...] CMD`` so that the kernel
-sees only the files of that folder (read-only, notebooks excluded: the folder nbgrader executes
-in holds the notebook with its hidden tests restored), its runtime folder (the IPC sockets) and
-the system. Plain ``nbgrader autograde`` can use it too: see :func:`write_kernelspec`.
+in the kernel's runtime folder (:func:`autograder.classroom.sockets.fresh_runtime`: made by the
+grader for this kernel alone); it execs ``prlimit ... bwrap ... [setpriv ...] CMD`` so that the
+kernel sees only the files of that folder (read-only, notebooks excluded: the folder nbgrader
+executes in holds the notebook with its hidden tests restored), its runtime folder (read-only,
+but for the ``sockets/`` folder its ZeroMQ sockets are bound in) and the system. The kernel
+manager must be :class:`~autograder.classroom.kernels.SandboxKernelManager`, which makes that
+folder (:func:`sandbox_settings` sets it).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import sys
 from pathlib import Path
 
@@ -22,29 +26,28 @@ from autograder.classroom.isolation import (
     kernel_env,
     prlimit_argv,
 )
+from autograder.classroom.sockets import MARKER, SOCKETS, private_home
 
 KERNEL_NAME = "mha-sandbox"
-RUNTIME_MARKER = ".mha-kernel-runtime"
 
 
 def prepare_runtime(folder: Path) -> Path:
-    """A private folder for one kernel at a time: its connection file and IPC sockets."""
+    """The grader's folder that holds each kernel's own runtime folder, one at a time."""
     folder.mkdir(parents=True, exist_ok=True)
-    folder.chmod(0o700)
-    (folder / RUNTIME_MARKER).touch()
+    folder.chmod(0o711)  # kernels may pass through to their own folder, not list or write
     return folder
 
 
-def sandbox_settings(c, runtime: Path) -> None:
+def sandbox_settings(c, runtime: Path, uid: int | None = None) -> None:
     """nbgrader/nbclient settings that run kernels through the ``mha-sandbox`` kernelspec.
 
-    The kernel has no network, so it talks over IPC sockets in ``runtime``, which it shares with
-    the grader; put ``write_kernelspec``'s folder on JUPYTER_PATH.
+    The kernel has no network, so it talks over IPC sockets in a fresh folder under ``runtime``
+    for each kernel (``uid``: the kernels'); put ``write_kernelspec``'s folder on JUPYTER_PATH.
     """
     c.Execute.kernel_name = KERNEL_NAME
-    c.KernelManager.transport = "ipc"
-    c.KernelManager.connection_file = str(runtime / "kernel.json")
-    c.KernelManager.ip = str(runtime / "ipc")
+    c.Execute.kernel_manager_class = "autograder.classroom.kernels.SandboxKernelManager"
+    c.SandboxKernelManager.runtime_base = str(runtime)
+    c.SandboxKernelManager.kernel_uid = -1 if uid is None else uid
 
 
 def write_kernelspec(
@@ -102,10 +105,14 @@ def _connection_file(cmd: list[str]) -> Path:
     return Path(cmd[cmd.index("-f") + 1])
 
 
-def hand_over(paths: list[Path], uid: int) -> None:
-    """Give the kernel's uid the runtime folder and connection file it must use."""
-    for path in paths:
-        os.chown(path, uid, uid)
+def hand_over(path: Path, uid: int, folder: bool = False) -> None:
+    """Give the kernel's uid ``path``, never through a link (``folder``: it is a folder)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | (os.O_DIRECTORY if folder else 0)
+    fd = os.open(path, flags)
+    try:
+        os.fchown(fd, uid, uid)
+    finally:
+        os.close(fd)
 
 
 def launch_argv(spec: dict, cmd: list[str], cwd: Path) -> tuple[list[str], dict[str, str]]:
@@ -115,20 +122,26 @@ def launch_argv(spec: dict, cmd: list[str], cwd: Path) -> tuple[list[str], dict[
     uid = spec.get("uid")
     connection = _connection_file(cmd)
     runtime = connection.parent
-    if not (runtime / RUNTIME_MARKER).is_file():
+    try:
+        made = stat.S_ISREG(os.lstat(runtime / MARKER).st_mode)
+    except OSError:
+        made = False
+    if not made:
         raise SystemExit(
             f"refusing to start a sandboxed kernel: {connection} is not in a folder made by "
-            "prepare_runtime() (see sandbox_settings())"
+            "sockets.fresh_runtime() (see sandbox_settings())"
         )
-    if uid is not None and iso.switches_uid:
-        hand_over([runtime, connection], uid)
+    switch = uid is not None and iso.switches_uid
+    if switch:
+        hand_over(connection, uid)  # to read it; the folder stays the grader's
     env = kernel_env(limits, dict(os.environ))
     argv = prlimit_argv(iso, limits)
     if iso.sandboxed:
         argv += bwrap_argv(
             iso,
             limits,
-            rw_dirs=[str(runtime)],
+            ro_dirs=(str(runtime),),
+            rw_dirs=(str(runtime / SOCKETS),),
             workdir=str(cwd),
             workdir_files=visible_files(cwd),
             font_cache=spec.get("font_cache"),
@@ -137,13 +150,11 @@ def launch_argv(spec: dict, cmd: list[str], cwd: Path) -> tuple[list[str], dict[
         )
         return argv + cmd, {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     # No sandbox: a private home in the runtime folder, the real folder as working directory.
-    home = runtime / "home"
-    for sub in ("", "mpl", "ipython"):
-        (home / sub).mkdir(parents=True, exist_ok=True)
+    home = private_home(runtime, uid if switch else None)
     env.update(HOME=str(home), MPLCONFIGDIR=str(home / "mpl"), IPYTHONDIR=str(home / "ipython"))
     env["TMPDIR"] = str(home)
-    if uid is not None and iso.switches_uid:
-        hand_over([home, home / "mpl", home / "ipython", cwd], uid)
+    if switch:
+        hand_over(cwd, uid, folder=True)
         argv += [iso.setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
     return argv + cmd, env
 

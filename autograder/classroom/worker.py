@@ -143,8 +143,6 @@ class Worker:
         if self.assignment is not None:
             self.limits = dataclasses.replace(self.limits, package=cfg.packages[self.assignment])
         self.runtime = prepare_runtime(self.root / "k")
-        if self.uid is not None:
-            os.chown(self.runtime, self.uid, self.uid)
         font_cache = Path(cfg.font_cache) if cfg.font_cache else None
         self.zygote = None
         if cfg.warm and self.iso.sandboxed:  # start importing torch now, copy the course meanwhile
@@ -168,7 +166,7 @@ class Worker:
         write_kernelspec(jupyter, self.iso, self.limits, self.uid, font_cache)
         os.environ["JUPYTER_PATH"] = str(jupyter)
         self.records = RunRecords()
-        config = grading_config(self.limits, self.runtime, cfg.verify, self.records)
+        config = grading_config(self.limits, self.runtime, cfg.verify, self.records, self.uid)
         self.run = NbgraderRun(self.root / "course", config)
         if self.zygote is not None:
             self.zygote.wait_ready()

@@ -8,14 +8,16 @@
   ``forger``);
 - the untouched release (learner :data:`RELEASE`): with the control, what ``validate`` judges;
 
-and the trust-boundary attacks of :mod:`hostile.trust`: attacks on cells, a flood of error
-output, and attacks on the folder itself (symlinked folders, formula-like learner ids), and
-answers computed out of the recorder's sight (:mod:`hostile.threads`).
+the trust-boundary attacks of :mod:`hostile.trust`: attacks on cells, a flood of error
+output, and attacks on the folder itself (symlinked folders, formula-like learner ids); answers
+computed out of the recorder's sight (:mod:`hostile.threads`); rules read by their letter
+(:mod:`hostile.loopholes`); and the
+attacks on the grading machine of :mod:`hostile.machine` (runtime folders, scripts in outputs).
 
-``tests/test_hostile_replay.py``, ``tests/test_hostile_trust.py`` and ``tests/test_validate.py``
-read the same run through the ``class_run`` fixture (``conftest.py``), so no notebook is graded
-twice for them. It is a background job (``tests/background.py``): it grades while the fast tier
-runs.
+``tests/test_hostile_replay.py``, ``tests/test_hostile_trust.py``,
+``tests/test_hostile_machine.py`` and ``tests/test_validate.py`` read the same run through the
+``class_run`` fixture (``conftest.py``), so no notebook is graded twice for them. It is a
+background job (``tests/background.py``): it grades while the fast tier runs.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from background import Job
 from autograder import paths
 from autograder.build import instructor_notebook_text
 
-from . import loopholes, replay, threads, trust
+from . import loopholes, machine, replay, threads, trust
 
 RELEASE = "release"  # the learner who handed in the untouched release notebook
 
@@ -70,15 +72,16 @@ def _write_folder_attacks(subs: Path) -> None:
             (folder / trust.NB01 / "README.txt").write_text("see attached\n")
 
 
-def write_submissions(subs: Path) -> None:
+def write_submissions(subs: Path, canary_folder: Path) -> None:
     pairs = {nb: _pair(nb) for nb in paths.notebook_ids()}
     for nb_id, (solution, release) in pairs.items():
         _write(subs, trust.CONTROLS[nb_id].learner, nb_id, replay.correct(solution, release))
         _write(subs, RELEASE, nb_id, release)
         for learner, nb in replay.submissions(solution, release).items():
             _write(subs, learner, nb_id, nb)
-    attacks = [*trust.ATTACKS, *threads.ATTACKS, *loopholes.attacks()]
-    for attack in [*attacks, trust.ERROR_FLOOD_ATTACK]:
+    machine.write_canary(canary_folder)
+    attacks = [*trust.ATTACKS, *threads.ATTACKS, *loopholes.attacks(), trust.ERROR_FLOOD_ATTACK]
+    for attack in [*attacks, *machine.attacks(canary_folder)]:
         _write(subs, attack.learner, attack.notebook, trust.build(attack, *pairs[attack.notebook]))
     _write_folder_attacks(subs)
 
@@ -86,7 +89,7 @@ def write_submissions(subs: Path) -> None:
 def start(folder: Path, autograder_job) -> Job:
     """Write the submissions under ``folder`` and start ``grade --jobs 2`` over them with
     ``autograder_job(folder, *args)`` (``conftest``)."""
-    write_submissions(folder / "subs")
+    write_submissions(folder / "subs", folder)
     return autograder_job(
         folder, "grade", str(folder / "subs"), "--out", str(folder / "out"), "--jobs", "2"
     )
