@@ -10,6 +10,7 @@ Shape legend: none; this module moves tensors of any shape.
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from typing import Any
 import torch
 
 MAX_ELEMENTS = 200_000  # a tensor value larger than this is not carried
+MAX_DEPTH = 100  # a record nests a few levels; the decoders below recurse once per level
 
 
 class ReplayError(BaseException):
@@ -25,6 +27,40 @@ class ReplayError(BaseException):
 
     A ``BaseException``, so that no ``except Exception`` in a check can swallow it.
     """
+
+
+class UnreadableReply(ReplayError):
+    """The kernel's reply is not a record the grader can read (malformed, or nested too deep)."""
+
+
+def read_reply(text: str) -> dict:
+    """The JSON object a kernel replied, nested at most ``MAX_DEPTH`` levels: every decoder of
+    its parts can then recurse without running out of stack. Anything else raises
+    :class:`UnreadableReply`, saying that the reply could not be read."""
+    unreadable = "the kernel's reply could not be read"
+    try:
+        reply = json.loads(text)
+    except RecursionError:
+        raise UnreadableReply(f"{unreadable}: it is nested too deep") from None
+    except ValueError:
+        raise UnreadableReply(f"{unreadable}: it is not valid JSON") from None
+    if not isinstance(reply, dict):
+        raise UnreadableReply(f"{unreadable}: it is not a record")
+    if _deeper_than(reply, MAX_DEPTH):
+        raise UnreadableReply(f"{unreadable}: it is nested over {MAX_DEPTH} levels deep")
+    return reply
+
+
+def _deeper_than(obj: Any, limit: int) -> bool:
+    """Whether lists and dicts nest in ``obj`` more than ``limit`` levels (without recursion)."""
+    stack = [(obj, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack += [(c, depth + 1) for c in children if isinstance(c, dict | list)]
+    return False
 
 
 def encode_value(value: Any) -> Any:

@@ -29,7 +29,7 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from autograder.kernel import server
-from autograder.kernel.codec import ReplayError, decode_value
+from autograder.kernel.codec import ReplayError, UnreadableReply, decode_value
 
 from . import operators, remote
 from .fresh import fresh_inputs
@@ -185,7 +185,7 @@ def _judged(kernel, run: Callable[[], Any]) -> Verdict:
         run()
     except AssertionError as err:  # a CheckFailure: the check's own sentence
         return Verdict("refuted", str(err))
-    except (remote.KernelGone, InputWritten) as err:
+    except (remote.KernelGone, InputWritten, UnreadableReply) as err:
         return Verdict("refuted", str(err))
     except CannotReplay as err:
         return Verdict("unverified", f"{err}: the grader cannot replay your code on new inputs")

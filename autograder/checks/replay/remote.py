@@ -19,7 +19,6 @@ outline must be the same, and recomputes it on the tensors at hand.
 from __future__ import annotations
 
 import contextlib
-import json
 import pickle
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from autograder.kernel.codec import (
     ReplayError,
     call_inputs,
     module_tensors,
+    read_reply,
     watched_inputs,
 )
 from autograder.torch_helpers import note_claimed_calls
@@ -89,13 +89,7 @@ def ask(kernel: Callable[[bytes], str | None], request: dict) -> dict:
         raise KernelGone("the kernel stopped answering while the checks ran your code")
     if len(text) > MAX_REPLY_BYTES:
         raise ReplayError("the kernel's record of your code's call is too large")
-    try:
-        reply = json.loads(text)
-    except ValueError as err:
-        raise ReplayError("the kernel's reply is malformed") from err
-    if not isinstance(reply, dict):
-        raise ReplayError("the kernel's reply is malformed")
-    return reply
+    return read_reply(text)
 
 
 _SESSION: Session | None = None

@@ -1,0 +1,85 @@
+"""The grading machine's own defences, one fast test each (issue 27, class 6).
+
+The attacks that need a whole ``grade`` run (links in the runtime folder, notes for the next
+learner, script in outputs) are graded in the session's class run: ``test_hostile_machine.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+
+import pytest
+import torch
+
+from autograder.checks.replay import cells
+from autograder.classroom.sockets import SOCKETS, fresh_runtime, let_kernel_connect
+
+SOURCE = "check_softmax_values(softmax)"
+
+
+# ------------------------------------------------------------------ runtime folders and sockets
+
+
+def test_each_kernel_gets_a_fresh_folder_only_the_grader_writes(tmp_path):
+    (tmp_path / "kernel-old").mkdir()
+    (tmp_path / "kernel-old" / "note").write_text("left by the last learner")
+    uid = 61000 if os.geteuid() == 0 else None
+    first = fresh_runtime(tmp_path, uid)
+    mine = os.lstat(first)
+    assert stat.S_IMODE(mine.st_mode) == 0o711 and mine.st_uid == os.geteuid()
+    sockets = os.lstat(first / SOCKETS)
+    assert stat.S_IMODE(sockets.st_mode) == 0o700
+    assert sockets.st_uid == (os.geteuid() if uid is None else uid)
+    assert not (tmp_path / "kernel-old").exists()
+    second = fresh_runtime(tmp_path, uid)
+    assert second != first and not first.exists()
+
+
+def test_a_socket_swapped_for_a_link_is_refused(tmp_path):
+    canary = tmp_path / "canary"
+    canary.write_text("mine")
+    canary.chmod(0o600)
+    path = tmp_path / "verify.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(path))
+        let_kernel_connect(path)
+        assert stat.S_IMODE(os.lstat(path).st_mode) == 0o777
+        path.unlink()
+        path.symlink_to(canary)
+        with pytest.raises(OSError):
+            let_kernel_connect(path)
+    assert stat.S_IMODE(canary.stat().st_mode) == 0o600 and canary.read_text() == "mine"
+
+
+# ------------------------------------------------------------------------- unreadable replies
+
+
+class Garbled(cells.InProcessKernel):
+    """An honest kernel whose replies to ``call`` requests are replaced by ``text``."""
+
+    def __init__(self, namespace, text: str):
+        super().__init__(namespace)
+        self.text = text
+
+    def __call__(self, request: bytes):
+        reply = super().__call__(request)
+        return self.text if '"record"' in reply else reply
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 200_000,
+        '{"record": ' + "[" * 500 + "]" * 500 + "}",
+        "\ufffd\x00garbage",
+        "[1, 2]",
+    ],
+    ids=["deep-brackets", "deep-record", "garbage", "not-a-record"],
+)
+def test_a_reply_that_cannot_be_read_is_refuted_saying_so(text):
+    kernel = Garbled({"softmax": lambda x, dim=-1: torch.softmax(x, dim)}, text)
+    verdict = cells.verify_cell(SOURCE, kernel)
+    assert verdict.status == "refuted", verdict
+    assert verdict.message.startswith("the kernel's reply could not be read: "), verdict
