@@ -40,13 +40,15 @@ def explain_error(ename: str, evalue: str) -> str:
     return f"{ename}: {evalue}" if evalue else ename
 
 
-# What a test cell says while its exercise is not written: the stub raised, the answer is still
-# None (notebooks 05 and 08), or the grader did not run the cell. ``check`` lists these together.
-_UNFINISHED = re.compile(r"not implemented yet|is not set yet|\(got None\)|^not run: ")
+# What a test cell says while its exercise is not written: the stub raised, or the answer is
+# still None (notebooks 05 and 08). ``check`` lists these together. A cell the grader did not run
+# ("not run: the kernel died in cell 7 …", a budget, a function that hung) keeps its own line:
+# its reason is the learner's next step.
+_UNFINISHED = re.compile(r"not implemented yet|is not set yet|\(got None\)")
 
 
 def is_unfinished(message: str) -> bool:
-    """Whether a cell's diagnosis says only that its exercise is not written (or not run)."""
+    """Whether a cell's diagnosis says only that its exercise is not written."""
     return bool(_UNFINISHED.search(message))
 
 

@@ -138,7 +138,7 @@ def format_result(result: NotebookResult) -> str:
 
 
 def _waiting_line(waiting: list, where: dict[str, tuple[str, str]]) -> str:
-    """One line for the test cells whose exercise is not written yet (or that did not run)."""
+    """One line for the test cells whose exercise is not written yet."""
     numbers = [
         f"§{n}" for n in dict.fromkeys(where[c.grade_id][1] for c in waiting if c.grade_id in where)
     ]
@@ -147,6 +147,6 @@ def _waiting_line(waiting: list, where: dict[str, tuple[str, str]]) -> str:
     points = _points(sum(c.max_score for c in waiting))
     cells = "1 test cell" if len(waiting) == 1 else f"{len(waiting)} test cells"
     return (
-        f"  TODO  {cells} ({points} points){span}: exercise not written yet (or the cell did "
-        "not run); each test cell says what it needs."
+        f"  TODO  {cells} ({points} points){span}: exercise not written yet; each test cell "
+        "says what it needs."
     )

@@ -110,7 +110,7 @@ def _dotted(node: ast.AST) -> str:
         return "?"
 
 
-def _parse(source: str) -> ast.Module | None:
+def parse(source: str) -> ast.Module | None:
     """The cell's syntax tree, magics and ``!`` lines as IPython runs them; None if invalid."""
     try:
         return ast.parse(TransformerManager().transform_cell(source))
@@ -193,13 +193,13 @@ def _dynamic(tree: ast.Module) -> list[str]:
 
 def dynamic_features(source: str) -> list[str]:
     """What in one cell's source reaches around the code as written (see DUNDERS and after)."""
-    tree = _parse(source)
+    tree = parse(source)
     return _dynamic(tree) if tree is not None else []
 
 
 def scan_source(source: str, protected_names: set[str] = frozenset()) -> list[str]:
     """One short description per suspicious pattern in one cell's source (deduplicated)."""
-    tree = _parse(source)
+    tree = parse(source)
     if tree is None:
         return []
     found: list[str] = []
@@ -294,7 +294,7 @@ def _docstrings(tree: ast.Module) -> set[int]:
     }
 
 
-def _bindings(tree: ast.Module) -> tuple[set[str], set[str]]:
+def bindings(tree: ast.Module) -> tuple[set[str], set[str]]:
     """(Names a cell binds for the cells after it, names it reads that it does not bind locally).
 
     Besides definitions and assignments, the names in its strings count as bound
@@ -339,6 +339,20 @@ def _bindings(tree: ast.Module) -> tuple[set[str], set[str]]:
     return bound, read - (local - bound)
 
 
+def reached_names(names: set[str], cells: list[tuple[set[str], set[str]]]) -> set[str]:
+    """``names`` and every name the learner's cells (their :func:`bindings`) read to define
+    them, transitively: a test that calls ``softmax`` reaches the helper ``softmax`` calls."""
+    reached = set(names)
+    grown = True
+    while grown:
+        grown = False
+        for bound, read in cells:
+            if bound & reached and not read <= reached:
+                reached |= read
+                grown = True
+    return reached
+
+
 def withheld_tests(submitted, reference, release) -> dict[str, str]:
     """Test cell grade id -> why its points wait for a person: the test uses, directly or through
     other code of the learner's, a name bound in a cell of the learner's with dynamic features.
@@ -355,27 +369,23 @@ def withheld_tests(submitted, reference, release) -> dict[str, str]:
             continue
         if not nbcell.is_answer(cell) and cell.source.strip() in unchanged:
             continue
-        tree = _parse(cell.source)
+        tree = parse(cell.source)
         if tree is None:
             continue
         where = nbcell.grade_id(cell) or f"cell {index + 1}"
-        cells.append((where, *_bindings(tree), _dynamic(tree)))
+        cells.append((where, *bindings(tree), _dynamic(tree)))
     flagged = [(where, bound, found) for where, bound, _, found in cells if found]
     if not flagged:
         return {}
     withheld = {}
     for test in (c for c in reference.cells if nbcell.is_test(c)):
-        tree = _parse(test.source)
+        tree = parse(test.source)
         if tree is None:
             continue
-        reached = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-        grown = True
-        while grown:  # through the learner's own functions: softmax calls a flagged helper
-            grown = False
-            for _, bound, read, _ in cells:
-                if bound & reached and not read <= reached:
-                    reached |= read
-                    grown = True
+        reached = reached_names(
+            {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)},
+            [(bound, read) for _, bound, read, _ in cells],
+        )
         for where, bound, found in flagged:
             if bound & reached:
                 withheld[nbcell.grade_id(test)] = f"`{where}`, which {'; '.join(found[:3])}"
