@@ -123,11 +123,13 @@ LAYERS = {
     "autograder.build": 2,
     "autograder.classroom.execute": 2,
     "autograder.classroom.files": 2,
+    "autograder.classroom.hangs": 2,
     "autograder.classroom.isolation": 2,
     "autograder.classroom.kernel_package": 2,
     "autograder.classroom.kernels": 2,
     "autograder.classroom.launch": 2,
     "autograder.classroom.scan": 2,
+    "autograder.classroom.sockets": 2,
     "autograder.classroom.structure": 2,
     "autograder.classroom.zygote": 2,
     # 3. the engine: grade one submission in the sandbox, read its one results model
