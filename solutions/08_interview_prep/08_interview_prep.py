@@ -1188,9 +1188,10 @@ check_choice("flash_io", answer_flash_io)
 # **(iii) Why does its backward pass recompute the attention weights?**
 #
 # Some background first. Training needs the gradient of the loss with respect to q, k and v, and
-# the chain rule through `out = P @ v` and `P = softmax(S)` uses the weights `P` themselves:
-# `dv = Pᵀ @ dout`, and the gradient of the scores is `P ⊙ (dP − rowsum(dout ⊙ out))`. Standard
-# attention keeps `P`, a `T × S` table per head, from the forward pass for this.
+# the chain rule through `out = P @ v` and `P = softmax(S)` uses the weights `P` themselves: with
+# `g` the gradient of `out`, `dv = Pᵀ @ g`, and the gradient of the scores is
+# `P ⊙ (g @ vᵀ − rowsum(g ⊙ out))`. Standard attention keeps `P`, a `T × S` table per head, from
+# the forward pass for this.
 #
 # - (a) It does not need them: the gradients of attention depend only on q, k and v.
 # - (b) The forward pass saves one statistic per query row, its log-sum-exp (FlashAttention-2;
