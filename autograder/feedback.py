@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+from bleach import ALLOWED_TAGS
+from nbconvert.preprocessors.sanitize import SanitizeHTML
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from autograder import nbcell
@@ -85,6 +87,31 @@ class ClassroomFeedback(HideHiddenTests):
                 kept.append(output)
         cell.outputs = kept
         return cell, resources
+
+
+# Markup a person may see from a learner: bleach's allow-list, with plain tables and text blocks.
+SAFE_TAGS = sorted(
+    {*ALLOWED_TAGS, "p", "br", "pre", "div", "span", "h1", "h2", "h3", "h4"}
+    | {"table", "thead", "tbody", "tr", "th", "td", "sub", "sup", "hr", "dl", "dt", "dd"}
+)
+
+
+class Sanitize(SanitizeHTML):
+    """What a person opens carries no script from a learner (nbconvert's bleach allow-list).
+
+    Markdown, raw cells and HTML outputs keep only :data:`SAFE_TAGS` (links keep http, https and
+    mailto; everything else is escaped as text); outputs keep text, PNG, JPEG, LaTeX and JSON,
+    and lose every other type: JavaScript, SVG, widget views, anything a browser would run.
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.tags = SAFE_TAGS
+
+
+def sanitize(nb) -> None:
+    """``nb``'s learner-made markup and outputs, made inert in place (:class:`Sanitize`)."""
+    Sanitize().preprocess(nb, {})
 
 
 # nbconvert's ansi2html (which nbgrader's Validate runs on each error) writes a 24-bit colour as

@@ -30,7 +30,7 @@ from traitlets.config import Config
 from autograder.classroom.execute import GradingExecute, RunRecords
 from autograder.classroom.isolation import Limits
 from autograder.classroom.launch import sandbox_settings
-from autograder.feedback import ClassroomFeedback, HideHiddenTests, validation_hooks
+from autograder.feedback import ClassroomFeedback, HideHiddenTests, Sanitize, validation_hooks
 
 COURSE_ID = "mha-course"
 CELL_TIMEOUT_S = 60
@@ -40,8 +40,9 @@ IGNORED_FILES = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.py
 
 def feedback_preprocessors(classroom: bool) -> list:
     """nbgrader's feedback steps: a class's feedback also drops what the kernel printed."""
-    shown = ClassroomFeedback if classroom else HideHiddenTests
-    return [GetGrades, shown, CSSHTMLHeaderPreprocessor]
+    if not classroom:
+        return [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+    return [GetGrades, ClassroomFeedback, Sanitize, CSSHTMLHeaderPreprocessor]
 
 
 def apply_common(c: Config) -> Config:
@@ -83,6 +84,7 @@ def class_config(root: Path) -> Config:
     and a class's feedback."""
     c = scratch_config(root)
     c.GenerateFeedback.preprocessors = feedback_preprocessors(classroom=True)
+    c.HTMLExporter.sanitize_html = True  # the formgrader's pages of learner notebooks
     return c
 
 

@@ -38,6 +38,7 @@ from autograder.classroom.kernels import (
 from autograder.classroom.launch import prepare_runtime, write_kernelspec
 from autograder.classroom.scan import scan_notebook, withheld_tests
 from autograder.classroom.structure import SubmissionError, prepare
+from autograder.feedback import sanitize
 from autograder.nbgrader_run import NbgraderRun, kernel_stderr_silenced
 from autograder.nbgrader_settings import grading_config
 from autograder.results import CellResult, NotebookResult, read_notebook
@@ -281,7 +282,7 @@ class Worker:
         graded = read_notebook(gb, path, Path(name).stem, assignment, student)
         answers = {nbcell.grade_id(c) for c in graded.nb.cells if nbcell.is_answer(c)}
         suspicious = scan_notebook(graded.nb, answers)
-        flags, changed = [], False
+        flags = []
         for cell in graded.result.cells:
             if not cell.passed:
                 continue
@@ -297,11 +298,11 @@ class Worker:
             )
             if withdrawn_as:
                 grade = graded.grades[cell.grade_id]
-                changed |= _withdraw(grade, cell, test, message, withdrawn_as)
+                _withdraw(grade, cell, test, message, withdrawn_as)
             flags += [flag] if flag else []
-        if changed:
-            path.chmod(0o644)
-            nbformat.write(graded.nb, path)
+        sanitize(graded.nb)  # a person opens it: no learner script may run there
+        path.chmod(0o644)
+        nbformat.write(graded.nb, path)
         notes = []
         if run.get("truncated"):
             notes.append(f"{name}: output of {run['truncated']} cell(s) cut at the cap")
