@@ -79,7 +79,10 @@ def test_mistakes_are_refuted_with_the_checks_own_diagnosis(mistake):
     direct, verdict = _verdicts(mistake.check, mistake.impl)
     assert direct[0] == "failed", direct
     assert verdict.status == "refuted", verdict
-    assert verdict.message == direct[1]
+    if "in place" in direct[1]:  # the rerun works on copies: a write is the grader's finding
+        assert "changed its input in place" in verdict.message, verdict
+    else:
+        assert verdict.message == direct[1]
 
 
 # ---------------------------------------------------------------- half precision, far positions
