@@ -83,3 +83,69 @@ def test_a_reply_that_cannot_be_read_is_refuted_saying_so(text):
     verdict = cells.verify_cell(SOURCE, kernel)
     assert verdict.status == "refuted", verdict
     assert verdict.message.startswith("the kernel's reply could not be read: "), verdict
+
+
+# ------------------------------------------------------------------ names bound by computed keys
+
+NB01 = "01_attention_from_scratch"
+SDPA_TESTS = {
+    "test_scaled_dot_product_attention_shapes",
+    "test_scaled_dot_product_attention_matches_torch",
+    "test_scaled_dot_product_attention_mask",
+}
+COMPUTED_BINDINGS = {
+    "globals": "globals()['sd' + 'pa_impl'] = torch._C._nn.scaled_dot_product_attention\n",
+    "vars-update": "vars().update({'sd' + 'pa_impl': torch._C._nn.scaled_dot_product_attention})\n",
+    "setattr-module": (
+        "import sys\n"
+        "_fused = torch._C._nn.scaled_dot_product_attention\n"
+        "setattr(sys.modules[__name__], 'sd' + 'pa_impl', _fused)\n"
+    ),
+}
+USES_IT = """def scaled_dot_product_attention(q, k, v, mask=None):
+    out = sdpa_impl(q, k, v, attn_mask=None if mask is None else ~mask)
+    return out, torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1)
+"""
+
+
+@pytest.fixture(scope="module")
+def nb01_pair():
+    import nbformat
+
+    from autograder import paths
+    from autograder.build import instructor_notebook_text
+
+    solution = nbformat.reads(instructor_notebook_text(NB01), as_version=4)
+    return solution, nbformat.read(paths.release_notebook(NB01), as_version=4)
+
+
+@pytest.mark.parametrize("binder", list(COMPUTED_BINDINGS))
+def test_a_cell_binding_computed_names_withholds_the_tests_that_use_them(nb01_pair, binder):
+    from hostile.trust import Attack, Edit, build
+
+    from autograder.classroom.scan import withheld_tests
+
+    solution, release = nb01_pair
+    attack = Attack(
+        "computed",
+        NB01,
+        3,
+        (),
+        "SDPA from torch._C bound under a name built from pieces",
+        "solution",
+        (
+            Edit("after", "setup", COMPUTED_BINDINGS[binder]),
+            Edit("answer", "scaled_dot_product_attention", USES_IT),
+        ),
+    )
+    submitted = build(attack, solution, release)
+    withheld = withheld_tests(submitted, solution, release)
+    assert SDPA_TESTS <= set(withheld), withheld
+    assert any("binds names it computes" in why for why in withheld.values()), withheld
+
+
+def test_the_instructors_answers_withhold_nothing(nb01_pair):
+    from autograder.classroom.scan import withheld_tests
+
+    solution, release = nb01_pair
+    assert withheld_tests(solution, solution, release) == {}

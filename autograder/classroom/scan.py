@@ -118,6 +118,45 @@ def parse(source: str) -> ast.Module | None:
         return None
 
 
+EVERY_NAME = "*"  # bound by a cell that binds names it computes: it could bind any of them
+NAMESPACES = {"globals", "vars", "locals"}
+BINDS_COMPUTED = "binds names it computes (globals(), vars() or setattr on a module)"
+
+
+def _namespace(node: ast.AST, modules: set[str]) -> bool:
+    """``globals()``, ``vars(...)``, ``sys.modules[...]`` or a module a cell imported."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        return node.func.id in NAMESPACES
+    if isinstance(node, ast.Subscript):
+        return _path(node.value, {}) == "sys.modules"
+    return isinstance(node, ast.Name) and (node.id in modules or node.id == "__main__")
+
+
+def _binds_computed(tree: ast.Module) -> bool:
+    """Whether a cell binds global names it computes: ``globals()[name] = ...``,
+    ``vars().update(...)``, ``setattr(sys.modules[__name__], name, ...)``."""
+    modules = {
+        a.asname or a.name.split(".")[0]
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Import)
+        for a in n.names
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store | ast.Del):
+            if _namespace(node.value, modules):
+                return True
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and _namespace(func.value, modules):
+            if func.attr in ("update", "__setitem__", "setdefault", "pop", "__delitem__"):
+                return True
+        named = isinstance(func, ast.Name) and func.id in ("setattr", "delattr")
+        if named and node.args and _namespace(node.args[0], modules):
+            return True
+    return False
+
+
 def _imported(tree: ast.Module) -> dict[str, str]:
     """Local name -> the dotted name it was imported as (``C`` -> ``torch._C``)."""
     names = {}
@@ -188,6 +227,8 @@ def _dynamic(tree: ast.Module) -> list[str]:
         for text in what:
             if text and text not in found:
                 found.append(text)
+    if _binds_computed(tree):
+        found.append(BINDS_COMPUTED)
     return found
 
 
@@ -300,7 +341,8 @@ def bindings(tree: ast.Module) -> tuple[set[str], set[str]]:
     Besides definitions and assignments, the names in its strings count as bound
     (``globals()["softmax"] = f``, ``exec("def softmax...")``), and so do names its functions
     declare ``global`` and names it imports in a way the scan flags; other imports bind library
-    names, not the learner's code.
+    names, not the learner's code. A cell that binds names it computes
+    (``globals()["sd" + "pa"] = f``) binds :data:`EVERY_NAME`: any name at all.
     """
     bound, read, local = set(), set(), set()
     docstrings = _docstrings(tree)
@@ -336,7 +378,13 @@ def bindings(tree: ast.Module) -> tuple[set[str], set[str]]:
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             if id(node) not in docstrings:
                 bound |= set(re.findall(r"[A-Za-z_]\w*", node.value))
+    if _binds_computed(tree):
+        bound.add(EVERY_NAME)
     return bound, read - (local - bound)
+
+
+def _binds(bound: set[str], names: set[str]) -> bool:
+    return EVERY_NAME in bound or bool(bound & names)
 
 
 def reached_names(names: set[str], cells: list[tuple[set[str], set[str]]]) -> set[str]:
@@ -347,7 +395,7 @@ def reached_names(names: set[str], cells: list[tuple[set[str], set[str]]]) -> se
     while grown:
         grown = False
         for bound, read in cells:
-            if bound & reached and not read <= reached:
+            if _binds(bound, reached) and not read <= reached:
                 reached |= read
                 grown = True
     return reached
@@ -387,7 +435,7 @@ def withheld_tests(submitted, reference, release) -> dict[str, str]:
             [(bound, read) for _, bound, read, _ in cells],
         )
         for where, bound, found in flagged:
-            if bound & reached:
+            if _binds(bound, reached):
                 withheld[nbcell.grade_id(test)] = f"`{where}`, which {'; '.join(found[:3])}"
                 break
     return withheld
