@@ -70,18 +70,16 @@ class GradingFailed(Exception):
     """nbgrader or the infrastructure failed; the submission is reported, not scored."""
 
 
-def _withdraw(grade, cell: CellResult, test, message: str, check: str) -> bool:
+def _withdraw(grade, cell: CellResult, test, message: str, check: str) -> None:
     """Take a passed cell's points away, saying why in the result and the graded notebook."""
     grade.auto_score = 0.0
     cell.score, cell.passed, cell.check, cell.message = 0.0, False, check, message
-    if test is None:
-        return False
-    test.outputs.append(
-        nbformat.v4.new_output(
-            "error", ename="NotVerified", evalue=message, traceback=[f"NotVerified: {message}"]
+    if test is not None:
+        test.outputs.append(
+            nbformat.v4.new_output(
+                "error", ename="NotVerified", evalue=message, traceback=[f"NotVerified: {message}"]
+            )
         )
-    )
-    return True
 
 
 def verdict(
