@@ -6,7 +6,10 @@
 - three learners swap every entry of their kernel's runtime folder for a link to a root-owned
   canary, in a loop, turn ``kernel.json`` into a folder, and leave notes and a big file for the
   next learner: the canary keeps its mode, owner and content, every one of them (and everyone
-  after them) is graded, and no learner prints a note another left.
+  after them) is graded, and no learner prints a note another left;
+- one learner shows eleven script carriers beside honest text, a PNG and a table: no script of
+  theirs reaches the graded notebook's outputs, the feedback or the formgrader's page of it, and
+  the honest outputs stay.
 """
 
 from __future__ import annotations
