@@ -7,7 +7,8 @@ JupyterLab starts with the course's settings in ``autograder/jupyter_config/``, 
 search path for this launch only (the learner's own settings elsewhere stay untouched): nbgrader's
 instructor tools (Create Assignment, Formgrader, the course and assignment lists, which need an
 exchange a learner does not have) and the Nbgrader menu they would leave empty are off, the
-"Jupyter news?" popup is off, Markdown opens rendered, and documents are autosaved every 10 s
+"Jupyter news?" popup is off, the file browser drops its "Modified" column (which cut the
+folder names: "01_attention_fr…"), Markdown opens rendered, and documents are autosaved every 10 s
 (``check`` grades the saved file). ``jupyter lab`` started by an instructor from the repository
 root keeps all of them.
 

@@ -18,7 +18,12 @@ a temporary folder. Then, as a learner would:
   still unsaved it grades the old file), save, ``check`` again (the new score), Validate (the
   score first, every diagnosis wrapped, none cut at the dialog's edge); notebook 03's alignment
   widget before its exercise is written says so in one line; ``/lab`` with the workspace
-  ``make lab`` seeds opens the start page, not the Launcher.
+  ``make lab`` seeds opens the start page, not the Launcher, with the folders' names in full;
+- a crashing exercise shows the check's diagnosis first and then only the learner's own lines;
+  Validate shows the score above the cells' boxes; ``check``, typed in a terminal, ends with
+  its one-line summary;
+- every release notebook, untouched, runs to the end with Run All: every code cell gets an
+  execution count.
 
 Screenshots of each step are written to ``test-screenshots/`` at the repository root (or to
 ``$BROWSER_SCREENSHOTS``) for a person to look at. Uses the system's Chromium (never
@@ -225,6 +230,23 @@ def _validate(page, shot: str):
     return dialog
 
 
+# Where Validate's score line is drawn, against the first failing cell's message and source.
+_SCORE_PLACE = """() => {
+  const box = document.querySelector('#validation-message');
+  const score = [...box.querySelectorAll('pre span')].find(s => /^Score: /.test(s.textContent));
+  const first = box.querySelector('p');
+  return score && {score: score.getBoundingClientRect().bottom,
+                   firstCell: first.getBoundingClientRect().top,
+                   position: getComputedStyle(score).position};
+}"""
+
+
+def _score_on_top(page) -> None:
+    place = page.evaluate(_SCORE_PLACE)
+    assert place and place["position"] == "absolute", place  # lifted by the course's custom.css
+    assert place["score"] <= place["firstCell"], place  # above "The following cell failed:"
+
+
 def _write_softmax(notebook: Path) -> None:
     """The learner has written ``softmax`` (the model answer), not yet the attention function."""
     nb = nbformat.read(notebook, as_version=4)
@@ -296,14 +318,13 @@ def test_first_hour(lab):
     _shot(page, "4-failing-check")
 
     dialog = _validate(page, "5-validate")
+    _score_on_top(page)
     validate = dialog.inner_text().strip()
     page.keyboard.press("Escape")
     assert page.get_by_text("official Jupyter news").count() == 0, "the news popup appeared"
     page.close()
 
     assert "_core.py" not in failed, f"a failing check shows the grading package's frames: {failed}"
-    # nbgrader's dialog layout is fixed ("The following cell failed:", the cell, its error), so
-    # the score leads the first failing cell's error box.
     assert re.search(r"Score: \d+(\.\d+)? / \d+", validate), validate[:300]
 
 
@@ -356,6 +377,41 @@ def _check(work: Path) -> str:
     return done.stdout + done.stderr
 
 
+def _write_and_test(page, source: str) -> None:
+    """Replace ``softmax``'s answer cell with ``source``, run it and its test cell."""
+    editor = _cell(page, "def softmax(").locator(".cm-content")
+    editor.click()
+    page.keyboard.press("Control+a")
+    page.keyboard.insert_text(source)
+    page.keyboard.press("Shift+Enter")  # the answer cell, then its test cell
+    page.keyboard.press("Shift+Enter")
+
+
+def _check_in_terminal(page, work: Path, shot: str) -> str:
+    """``python -m autograder check 01`` typed in a JupyterLab terminal (as a learner does), its
+    output also kept in a file; screenshot the terminal when it has ended; the output."""
+    page.click("li.lm-MenuBar-item:has-text('File')")
+    page.click(".lm-Menu-itemLabel:text-is('New')")
+    page.click(".lm-Menu-itemLabel:text-is('Terminal')")
+    page.wait_for_selector(".jp-Terminal .xterm-screen")
+    report = work / "check.txt"
+    report.unlink(missing_ok=True)
+    deadline = time.monotonic() + 240
+    while "Score: " not in (report.read_text() if report.exists() else ""):
+        if not report.exists():  # (again) until the shell has started and takes the keys
+            page.locator(".jp-Terminal .xterm-helper-textarea").last.focus()
+            page.keyboard.type(f"clear; python -m autograder check {FIRST[:2]} | tee check.txt\n")
+        if time.monotonic() > deadline:
+            _shot(page, shot)
+            pytest.fail(report.read_text() if report.exists() else "the terminal ran nothing")
+        time.sleep(2)
+    time.sleep(1)  # the terminal draws the last lines
+    _shot(page, shot)
+    page.locator(".jp-Terminal").last.press("Control+d")
+    page.click(f"li.lm-TabBar-tab:has-text('{FIRST}')")  # back to the notebook
+    return report.read_text()
+
+
 def test_save_check_read_loop(lab):
     """Break an exercise, run its test, ``check`` before and after saving, Validate; then notebook
     03's widget with its exercise unfinished."""
@@ -363,15 +419,22 @@ def test_save_check_read_loop(lab):
     page = new_page(f"/lab/tree/{FIRST}/{FIRST}.ipynb?reset")
     _open_notebook(page)
     _run_all(page)  # the set-up and every cell, as the learner left them
-    editor = _cell(page, "def softmax(").locator(".cm-content")
-    editor.click()
-    page.keyboard.press("Control+a")
-    page.keyboard.insert_text(
-        "def softmax(x, dim=-1):\n    return x.exp()  # broken: no division\n"
-    )
-    page.keyboard.press("Shift+Enter")  # the answer cell, then its test cell
-    page.keyboard.press("Shift+Enter")
     test = _cell(page, "check_softmax_values(softmax)").locator(".jp-OutputArea")
+    _write_and_test(
+        page,
+        "def softmax(x, dim=-1):\n    return _total(x) / x.sum(dim=5)\n\n\n"
+        "def _total(x):\n    return x.exp()\n",
+    )
+    page.wait_for_function(
+        "el => /Traceback/.test(el.textContent)", arg=test.element_handle(), timeout=60_000
+    )
+    _shot(page, "loop-0-crash-diagnosis-first")
+    crash = test.text_content()
+    assert crash.lstrip().startswith("CheckFailure: `softmax` raised IndexError"), crash[:300]
+    assert "return _total(x) / x.sum(dim=5)" in crash, crash  # the learner's own line
+    for internal in ("site-packages", "autograder/", "_call_impl", "skipping hidden"):
+        assert internal not in crash, (internal, crash)
+    _write_and_test(page, "def softmax(x, dim=-1):\n    return x.exp()  # broken: no division\n")
     page.wait_for_function(
         "el => /softmax/.test(el.textContent) && !/✓/.test(el.textContent)",
         arg=test.element_handle(),
@@ -390,14 +453,18 @@ def test_save_check_read_loop(lab):
 
     page.keyboard.press("Control+s")
     page.wait_for_selector("li.lm-TabBar-tab.jp-mod-current:not(.jp-mod-dirty)")
-    after = _check(work)
+    after = _check_in_terminal(page, work, "loop-2-check-summary")
     assert f"{FIRST}.ipynb: 0 / 10 points" in after, after  # the saved, broken softmax
     assert "softmax" in after.split("points", 1)[1], after
+    closing = after.strip().splitlines()[-1]  # the line left on screen: score, what to fix, where
+    assert re.match(r"Score: 0 / 10 points\. First to fix: test_\w+, in §2", closing), closing
 
     dialog = _validate(page, "loop-2-validate")
     assert re.search(r"Score: 0 / \d+ points", dialog.inner_text()), dialog.inner_text()[:300]
+    _score_on_top(page)
     boxes = page.evaluate(_DIAGNOSIS_BOXES)
     assert boxes and all(b["wrap"] == "pre-wrap" for b in boxes), boxes  # the course's styles
+    assert all(b["words"] == "break-word" for b in boxes), boxes  # not in the middle of a word
     assert not [b for b in boxes if b["scroll"] > b["width"] + 1], boxes  # none clipped
     page.keyboard.press("Escape")
     page.close()
@@ -431,9 +498,35 @@ def test_save_check_read_loop(lab):
     assert page.locator(".jp-Launcher").count() == 0, "the Launcher opened, not the start page"
     page.wait_for_selector(f".jp-DirListing-item:has-text('{FIRST}')")  # and the files beside it
     _shot(page, "loop-4-lab-start-page")
+    assert page.evaluate(_CUT_NAMES) == [], "the file browser cuts these names"
     page.close()
+
+
+def test_run_all_runs_every_untouched_release_to_the_end(lab):
+    """Run › Run All Cells on each release notebook as ``make lab`` copied it: no cell stops the
+    run (every code cell gets an execution count), then the notebook's kernel is shut down."""
+    new_page, work, _ = lab
+    for notebook_id in paths.notebook_ids():
+        notebook = work / notebook_id / f"{notebook_id}.ipynb"
+        shutil.copy(paths.release_notebook(notebook_id), notebook)  # untouched
+        page = new_page(f"/lab/tree/{notebook_id}/{notebook_id}.ipynb?reset")
+        _open_notebook(page)
+        _run_all(page, timeout_ms=240_000)
+        counts = page.evaluate(_COUNTS)
+        assert counts and all(re.fullmatch(r"\[\d+\]:?", c) for c in counts), (notebook_id, counts)
+        page.click("li.lm-MenuBar-item:has-text('Kernel')")
+        page.click(".lm-Menu-itemLabel:text-is('Shut Down Kernel')")
+        with contextlib.suppress(Exception):  # JupyterLab may ask to confirm
+            page.click(".jp-Dialog-button.jp-mod-accept", timeout=3_000)
+        page.wait_for_selector(".jp-Toolbar-kernelName:has-text('No Kernel')", timeout=30_000)
+        page.close()
 
 
 # Each diagnosis box of nbgrader's Validate dialog: its white-space and whether it is cut.
 _DIAGNOSIS_BOXES = """() => [...document.querySelectorAll('#validation-message pre')].map(p => ({
-  wrap: getComputedStyle(p).whiteSpace, scroll: p.scrollWidth, width: p.clientWidth}))"""
+  wrap: getComputedStyle(p).whiteSpace, words: getComputedStyle(p).overflowWrap,
+  scroll: p.scrollWidth, width: p.clientWidth}))"""
+
+# File browser entries whose name is cut ("01_attention_fr...").
+_CUT_NAMES = """() => [...document.querySelectorAll('.jp-DirListing-itemText')]
+  .filter(t => t.scrollWidth > t.clientWidth + 1).map(t => t.textContent)"""
