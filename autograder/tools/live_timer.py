@@ -12,6 +12,7 @@ ticks (no thread is started in a graded kernel); the label shows the time when i
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -85,7 +86,8 @@ class LiveTimer:
         """IPython ``post_run_cell`` callback: the first passing run of the check stops the
         clock."""
         source = getattr(result.info, "raw_cell", "") or ""
-        if result.success and self.check_name in source and self.passed_after is None:
+        calls = re.search(rf"\b{re.escape(self.check_name)}\s*\(", source)  # not the timer cell
+        if result.success and calls and self.passed_after is None:
             self.passed_after = self.now() - self.started
             self.retire()
             self._show()
