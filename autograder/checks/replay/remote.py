@@ -228,6 +228,7 @@ def _remote(session: Session, fn, args, kwargs, patches: dict) -> tuple:
         inputs = dict(given + watched_inputs(session.modules))
         copied = writes.copies(given, modules)  # the check's own tensors are never written
         inputs.update(copied)
+    drawn = torch.get_rng_state()  # the recompute's random operators draw from here, as the call
     if session.replaying is None:
         record = session.ask(request).get("record")
         session.calls.append((outline, record))
@@ -240,6 +241,7 @@ def _remote(session: Session, fn, args, kwargs, patches: dict) -> tuple:
     rerun.bind_inputs(record.get("inputs"), inputs)
     operators.judge_claims(session.allowed, record.get("functions") or [])
     rerun.protected = writes.storages(copied)
+    torch.set_rng_state(drawn)  # an in-process kernel shares this generator and drew from it
     rerun.run(record.get("ops"), has_inputs)
     note_claimed_calls(record.get("functions") or [])
     with quiet():
