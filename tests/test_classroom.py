@@ -367,7 +367,7 @@ OUTPUT_FLOOD = [
 
 
 @pytest.mark.slow
-def test_output_caps_hold_for_every_output_type_and_the_whole_notebook():
+def test_output_caps_hold_for_every_output_type_and_the_whole_notebook(tmp_path):
     """Errors are capped too (one notebook came out at 201 MB): each keeps its ename and a short
     value, a cell keeps one shortened error, the latest; a notebook keeps at most its cap in all;
     a learner cell publishing what looks like a grader's record is capped like any other."""
@@ -376,8 +376,16 @@ def test_output_caps_hold_for_every_output_type_and_the_whole_notebook():
 
     nb = new_notebook(cells=[new_code_cell(source) for source in OUTPUT_FLOOD])
     records = RunRecords()
+    from traitlets.config import Config
+
+    config = Config()
+    config.SandboxKernelManager.runtime_base = str(tmp_path)  # each kernel's runtime folder
     ex = GradingExecute(
-        output_limit=20_000, notebook_output_limit=60_000, verify=False, records=records
+        output_limit=20_000,
+        notebook_output_limit=60_000,
+        verify=False,
+        records=records,
+        config=config,
     )
     with kernel_stderr_silenced():
         nb, _ = ex.preprocess(nb, {"nbgrader": {"notebook": "a"}})
