@@ -199,13 +199,22 @@ def _open_notebook(page) -> None:
 
 def _run_all(page, timeout_ms: int = 120_000) -> None:
     """Run › Run All Cells, then wait until every code cell has run (none stopped the run)."""
+    _start_run_all(page)
+    _wait_run_all(page, timeout_ms)
+
+
+def _start_run_all(page) -> None:
     page.click("li.lm-MenuBar-item:has-text('Run')")
     page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+
+
+def _wait_run_all(page, timeout_ms: int) -> None:
     try:
         page.wait_for_function(
             f"() => {{ const ps = ({_COUNTS})(); return ps.length > 0 && "
             "ps.every(t => /\\[\\d+\\]/.test(t)); }",
             timeout=timeout_ms,
+            polling=500,  # a timer, not animation frames: a page need not be in front
         )
     except Exception:
         _shot(page, "run-all-stopped")
@@ -504,22 +513,32 @@ def test_save_check_read_loop(lab):
 
 def test_run_all_runs_every_untouched_release_to_the_end(lab):
     """Run › Run All Cells on each release notebook as ``make lab`` copied it: no cell stops the
-    run (every code cell gets an execution count), then the notebook's kernel is shut down."""
+    run (every code cell gets an execution count), then the notebook's kernel is shut down. Two
+    notebooks run at a time, one per core, each in a page of its own."""
     new_page, work, _ = lab
-    for notebook_id in paths.notebook_ids():
-        notebook = work / notebook_id / f"{notebook_id}.ipynb"
-        shutil.copy(paths.release_notebook(notebook_id), notebook)  # untouched
-        page = new_page(f"/lab/tree/{notebook_id}/{notebook_id}.ipynb?reset")
-        _open_notebook(page)
-        _run_all(page, timeout_ms=240_000)
-        counts = page.evaluate(_COUNTS)
-        assert counts and all(re.fullmatch(r"\[\d+\]:?", c) for c in counts), (notebook_id, counts)
-        page.click("li.lm-MenuBar-item:has-text('Kernel')")
-        page.click(".lm-Menu-itemLabel:text-is('Shut Down Kernel')")
-        with contextlib.suppress(Exception):  # JupyterLab may ask to confirm
-            page.click(".jp-Dialog-button.jp-mod-accept", timeout=3_000)
-        page.wait_for_selector(".jp-Toolbar-kernelName:has-text('No Kernel')", timeout=30_000)
-        page.close()
+    ids = paths.notebook_ids()
+    for pair in (ids[i : i + 2] for i in range(0, len(ids), 2)):
+        pages = {}
+        for notebook_id in pair:
+            notebook = work / notebook_id / f"{notebook_id}.ipynb"
+            shutil.copy(paths.release_notebook(notebook_id), notebook)  # untouched
+            page = new_page(f"/lab/tree/{notebook_id}/{notebook_id}.ipynb?reset")
+            _open_notebook(page)
+            _start_run_all(page)
+            pages[notebook_id] = page
+        for notebook_id, page in pages.items():
+            _wait_run_all(page, timeout_ms=240_000)
+            counts = page.evaluate(_COUNTS)
+            assert counts and all(re.fullmatch(r"\[\d+\]:?", c) for c in counts), (
+                notebook_id,
+                counts,
+            )
+            page.click("li.lm-MenuBar-item:has-text('Kernel')")
+            page.click(".lm-Menu-itemLabel:text-is('Shut Down Kernel')")
+            with contextlib.suppress(Exception):  # JupyterLab may ask to confirm
+                page.click(".jp-Dialog-button.jp-mod-accept", timeout=3_000)
+            page.wait_for_selector(".jp-Toolbar-kernelName:has-text('No Kernel')", timeout=30_000)
+            page.close()
 
 
 # Each diagnosis box of nbgrader's Validate dialog: its white-space and whether it is cut.
