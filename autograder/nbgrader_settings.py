@@ -27,6 +27,7 @@ from nbgrader.preprocessors import (
 )
 from traitlets.config import Config
 
+from autograder import paths
 from autograder.classroom.execute import GradingExecute, RunRecords
 from autograder.classroom.isolation import Limits
 from autograder.classroom.launch import sandbox_settings
@@ -35,7 +36,15 @@ from autograder.feedback import ClassroomFeedback, HideHiddenTests, Sanitize, va
 COURSE_ID = "mha-course"
 CELL_TIMEOUT_S = 60
 # nbgrader copies every file of an assignment folder; the jupytext twins stay with the instructor.
-IGNORED_FILES = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.py"]
+# check's saved grades beside a notebook (a solution checked in place) are never released either.
+IGNORED_FILES = [
+    ".ipynb_checkpoints",
+    "*.pyc",
+    "__pycache__",
+    "feedback",
+    "*.py",
+    paths.SAVED_GRADES,
+]
 
 
 def feedback_preprocessors(classroom: bool) -> list:

@@ -8,6 +8,8 @@ COURSE_DIR = REPO_ROOT / "course"
 WORK_DIR = REPO_ROOT / "work"
 # work/'s read-only copy of the instructor notebooks, one folder down from the exercises.
 MODEL_ANSWERS = Path("reference") / "model_answers"
+# Beside a notebook: the grades `check` saved for it (saved_grades), never course content.
+SAVED_GRADES = ".autograder-grades"
 
 
 def notebook_ids() -> list[str]:

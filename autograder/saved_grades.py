@@ -18,7 +18,7 @@ from autograder.classroom.files import files_digest, write_atomic
 from autograder.classroom.isolation import Limits
 from autograder.results import NotebookResult
 
-FOLDER = ".autograder-grades"
+FOLDER = paths.SAVED_GRADES
 VERSION = 1
 
 
