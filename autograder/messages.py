@@ -41,7 +41,7 @@ def explain_error(ename: str, evalue: str) -> str:
 
 
 # What a test cell says while its exercise is not written: the stub raised, or the answer is
-# still None (notebooks 05 and 08). ``check`` lists these together. A cell the grader did not run
+# still None (notebooks 05 and 09). ``check`` lists these together. A cell the grader did not run
 # ("not run: the kernel died in cell 7 …", a budget, a function that hung) keeps its own line:
 # its reason is the learner's next step.
 _UNFINISHED = re.compile(r"not implemented yet|is not set yet|\(got None\)")

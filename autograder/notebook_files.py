@@ -5,7 +5,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.paths import notebook_ids
+from autograder.paths import RENAMED, notebook_ids
 
 
 class NotebookError(Exception):
@@ -18,6 +18,12 @@ def identify(path: Path, known_ids: list[str] | None = None) -> str:
     stem = path.stem
     matches = [nb_id for nb_id in known if stem == nb_id or stem.startswith(nb_id)]
     if not matches:
+        for old, new in RENAMED.items():
+            if stem.startswith(old) and new in known:
+                raise NotebookError(
+                    f"{path.name} is the old name of {new}: your copy is kept as it is; open "
+                    f"work/{new}/{new}.ipynb, paste your answers into it and check that file"
+                )
         names = ", ".join(f"{nb_id}.ipynb" for nb_id in known) or "(no notebooks found)"
         raise NotebookError(
             f"cannot tell which course notebook {path.name} is: name the file like one of {names}"

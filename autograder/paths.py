@@ -10,6 +10,9 @@ WORK_DIR = REPO_ROOT / "work"
 MODEL_ANSWERS = Path("reference") / "model_answers"
 # Beside a notebook: the grades `check` saved for it (saved_grades), never course content.
 SAVED_GRADES = ".autograder-grades"
+# Notebooks whose id changed, old -> new: a learner's copy under the old name is never touched,
+# and `check` says where its exercises went instead of failing to recognise it.
+RENAMED = {"08_interview_prep": "09_interview_prep"}  # 08 is now long context, before interviews
 
 
 def notebook_ids() -> list[str]:

@@ -10,6 +10,10 @@ import pytest
 
 from autograder import paths
 
+# First, before anything imports Triton (torch's flop counter can): Triton reads its mode once,
+# so a test file run alone after one that imported it first saw compiled, not interpreted, kernels.
+from autograder.tools import triton_support  # noqa: F401  (sets TRITON_INTERPRET on a CPU machine)
+
 REPO = paths.REPO_ROOT
 
 

@@ -39,6 +39,8 @@ def _bad_inputs(tmp_path, nb_id):
         ),
         "wrong_name": (d / "w" / "homework.ipynb", good, "cannot tell which course notebook"),
         "not_ipynb": (d / "p" / f"{nb_id}.py", good, "expected a .ipynb file"),
+        # a learner's copy from before the interview notebook became 09
+        "old_name": (d / "o" / "08_interview_prep.ipynb", good, "old name of 09_interview_prep"),
     }
     for path, content, _ in cases.values():
         if content is not None:
@@ -61,6 +63,7 @@ BAD = [
     "invalid_v4",
     "wrong_name",
     "not_ipynb",
+    "old_name",
 ]
 
 

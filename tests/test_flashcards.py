@@ -1,5 +1,5 @@
 """The flashcard deck covers every point of the two source texts; the Leitner schedule, its JSON
-file and the widget behave as notebook 08 describes them."""
+file and the widget behave as notebook 09 describes them."""
 
 import json
 import re
@@ -7,9 +7,9 @@ import re
 import ipywidgets as widgets
 import pytest
 
-from autograder.tools import nb08_flashcards as fc
+from autograder.tools import nb09_flashcards as fc
 
-# Every point of the glossary entry (000) and of the explainer (004) that notebook 08 covers.
+# Every point of the glossary entry (000) and of the explainer (004) that notebook 09 covers.
 SEED_POINTS = {
     "000 definition",
     "000 why: diverse representations",

@@ -7,12 +7,12 @@ import pytest
 
 from autograder import paths
 from autograder.checks.nb05_parallel import check_quiz_answer
-from autograder.checks.nb08_interview import check_number
+from autograder.checks.nb09_interview import check_number
 from autograder.messages import explain_error, is_unfinished
 from autograder.report import format_result, sections
 from autograder.results import CellResult, NotebookResult
 
-NB = "08_interview_prep"
+NB = "09_interview_prep"
 STUB = explain_error("NotImplementedError", "")
 
 

@@ -67,12 +67,12 @@ ANSWERS_IN_TOOLS: dict[str, str] = {
     "autograder.tools.nb06_gpu.attention_flops": (
         "part of attention_flops: the 4·B·T²·C of the attention products"
     ),
-    "autograder.tools.nb08_flashcards.DECK": (
+    "autograder.tools.nb09_flashcards.DECK": (
         "quiz q1 and q3 in words, and the 5·nh + 1 and 6 of the matmul predictions"
     ),
-    "autograder.tools.nb08_flashcards.deck_markdown": "prints DECK",
-    "autograder.tools.nb08_flashcards.Schedule": "holds DECK (its default deck)",
-    "autograder.tools.nb08_flashcards.flashcard_widget": "holds DECK (its default deck)",
+    "autograder.tools.nb09_flashcards.deck_markdown": "prints DECK",
+    "autograder.tools.nb09_flashcards.Schedule": "holds DECK (its default deck)",
+    "autograder.tools.nb09_flashcards.flashcard_widget": "holds DECK (its default deck)",
 }
 
 SEQ, PAR, FLOPS = "mha_sequential", "mha_parallel", "attention_flops"

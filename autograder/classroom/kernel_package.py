@@ -12,8 +12,8 @@ In classroom grading each assignment's kernels import ``autograder`` from a tree
 - ``autograder/torch_helpers.py`` and ``autograder/classroom/zygote.py`` (the forkserver that
   becomes each warm kernel).
 
-An assignment's check modules are the ones its instructor notebook imports; notebook 08 reuses
-02's, 03's and 04's checks, so their declared answers are withheld from 08 too.
+An assignment's check modules are the ones its instructor notebook imports; notebook 09 reuses
+02's, 03's and 04's checks, so their declared answers are withheld from 09 too.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ those two errors as one line each:
 - ```torch_mha` is not defined: the cell that defines it stopped, as it needs `MultiHeadAttention`
   …``
 - an answer cell that is itself the stub (``answer_x = None`` then ``raise
-  NotImplementedError()``, notebooks 05 and 08) is named by the variables it sets: not answered
+  NotImplementedError()``, notebooks 05 and 09) is named by the variables it sets: not answered
   yet, or answered (its test cell and the grade count the value) with the ``raise`` line still to
   delete.
 

@@ -56,7 +56,7 @@ def block_param_count(d_model, d_mlp=None, bias=True):
 '''
 
 
-NB08_MEASURED_PARAMS = """from torch import nn
+NB09_MEASURED_PARAMS = """from torch import nn
 
 answer_params_gpt2_small = None
 answer_params_mha = sum(
@@ -65,7 +65,7 @@ answer_params_mha = sum(
 answer_params_gqa = None
 """
 
-NB08_MEASURED_COMPUTE = '''import torch
+NB09_MEASURED_COMPUTE = '''import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode

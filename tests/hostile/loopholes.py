@@ -27,8 +27,8 @@ from .loophole_formulas import (
     FLOPS_BY_COUNTER,
     GRADIENTS_TIED_BY_A_HAIR,
     GRADIENTS_TIED_BY_ZERO,
-    NB08_MEASURED_COMPUTE,
-    NB08_MEASURED_PARAMS,
+    NB09_MEASURED_COMPUTE,
+    NB09_MEASURED_PARAMS,
     PARAMS_BY_META_MODULE,
     block_table,
 )
@@ -42,11 +42,11 @@ from .loophole_writes import (
     ZEROED_MODULE,
     ZEROED_TILED,
 )
-from .trust import NB01, NB02, NB05, NB06, NB07, NB08, Attack, Edit
+from .trust import NB01, NB02, NB05, NB06, NB07, NB09, Attack, Edit
 
 # Attacks whose answers are plain values measured in a cell: no call for the grader to judge, so
 # only the scan stops them (their cells are withheld for a person).
-SCAN_ONLY = frozenset({"f4_nb08_measured"})
+SCAN_ONLY = frozenset({"f4_nb09_measured"})
 
 MHA_CELLS = ("test_MultiHeadAttention_matches_torch", "test_MultiHeadAttention_mask")
 
@@ -156,8 +156,8 @@ ATTACKS = (
         edits=(Edit("answer", "mha_param_count", PARAMS_BY_META_MODULE),),
     ),
     Attack(
-        "f4_nb08_measured",
-        NB08,
+        "f4_nb09_measured",
+        NB09,
         4,
         ("test_numbers_flops", "test_numbers_matmuls_loop", "test_numbers_matmuls_packed"),
         "the FLOPs are FlopCounterMode's count of nn.MultiheadAttention on the meta device, the "
@@ -165,8 +165,8 @@ ATTACKS = (
         "parameter count is nn.MultiheadAttention's own (left to a person: see GUIDE.md)",
         "release",
         (
-            Edit("answer", "numbers_params", NB08_MEASURED_PARAMS),
-            Edit("answer", "numbers_compute", NB08_MEASURED_COMPUTE),
+            Edit("answer", "numbers_params", NB09_MEASURED_PARAMS),
+            Edit("answer", "numbers_compute", NB09_MEASURED_COMPUTE),
         ),
     ),
     Attack(

@@ -42,13 +42,13 @@ NB01, NB02, NB03, NB04 = (
     "03_masking",
     "04_grouped_query_attention",
 )
-NB05, NB06, NB07, NB08 = (
+NB05, NB06, NB07, NB09 = (
     "05_parallel_vs_sequential",
     "06_gpu_attention",
     "07_exploring_heads",
-    "08_interview_prep",
+    "09_interview_prep",
 )
-NOTEBOOKS = (NB01, NB02, NB03, NB04, NB05, NB06, NB07, NB08)
+NOTEBOOKS = (NB01, NB02, NB03, NB04, NB05, NB06, NB07, NB09)
 # Notebook 06's Triton checks are optional self-checks without points: nothing to win there.
 TRITON = ("selfcheck_triton_attention_matches_sdpa", "selfcheck_triton_attention_causal")
 TILED = ("test_tiled_attention_matches_sdpa", "test_tiled_attention_causal")
@@ -130,14 +130,14 @@ def _from_callers(name, where="f_globals"):
 
 # ------------------------------------------------------------------------- class 1: the key
 
-NB08_KEY_FROM_SYS_MODULES = """import sys
+NB09_KEY_FROM_SYS_MODULES = """import sys
 
-_checks = sys.modules["autograder.checks.nb08_interview"]
+_checks = sys.modules["autograder.checks.nb09_interview"]
 _KEY = {question: spec.oracle() for question, spec in _checks.NUMBERS.items()}
 _KEY |= {q: "".join(sorted(_checks._right(q, s))) for q, s in _checks.CHOICES.items()}
 """
 
-NB08_KEY_FROM_GC_AND_BRUTE_FORCE = '''import gc
+NB09_KEY_FROM_GC_AND_BRUTE_FORCE = '''import gc
 import itertools
 
 _numbers = next(
@@ -166,7 +166,7 @@ _KEY["pushback"] = _accepted(
 )
 '''
 
-NB08_KEY_FROM_FLASHCARDS = r"""import re
+NB09_KEY_FROM_FLASHCARDS = r"""import re
 
 _backs = {card.id: card.back for card in flashcard_widget.__globals__["DECK"]}
 
@@ -584,8 +584,8 @@ CONTROLS = {nb: _control(nb) for nb in paths.notebook_ids()}
 
 ATTACKS = (
     Attack(
-        "c1_nb08_sys_modules",
-        NB08,
+        "c1_nb09_sys_modules",
+        NB09,
         1,
         (
             "test_numbers_gpt3_head_size",
@@ -606,13 +606,13 @@ ATTACKS = (
         "letters whose salted digests CHOICES lists",
         "release",
         (
-            Edit("after", "setup", NB08_KEY_FROM_SYS_MODULES),
+            Edit("after", "setup", NB09_KEY_FROM_SYS_MODULES),
             Edit("each_answer", source='answer_{name} = _KEY["{name}"]'),
         ),
     ),
     Attack(
-        "c1_nb08_gc_brute_force",
-        NB08,
+        "c1_nb09_gc_brute_force",
+        NB09,
         1,
         (
             "test_numbers_gpt3_head_size",
@@ -626,20 +626,20 @@ ATTACKS = (
         "trying every option against the in-kernel check_choice",
         "release",
         (
-            Edit("after", "setup", NB08_KEY_FROM_GC_AND_BRUTE_FORCE),
+            Edit("after", "setup", NB09_KEY_FROM_GC_AND_BRUTE_FORCE),
             Edit("each_answer", source='answer_{name} = _KEY["{name}"]'),
         ),
     ),
     Attack(
-        "c1_nb08_flashcards",
-        NB08,
+        "c1_nb09_flashcards",
+        NB09,
         1,
         ("test_numbers_gpt3_head_size", "test_numbers_kv_bytes_per_token", "test_numbers_flops"),
         "three numbers parsed out of the backs of the course's flashcard deck, reached through "
         "flashcard_widget.__globals__['DECK']",
         "release",
         (
-            Edit("after", "setup", NB08_KEY_FROM_FLASHCARDS),
+            Edit("after", "setup", NB09_KEY_FROM_FLASHCARDS),
             Edit("each_answer", source='answer_{name} = _KEY.get("{name}")'),
         ),
     ),

@@ -1,4 +1,4 @@
-"""Flashcards for spaced review before an interview: the deck of notebook 08 and a widget.
+"""Flashcards for spaced review before an interview: the deck of notebook 09 and a widget.
 
 Shape legend: ``B`` batch, ``T`` sequence length, ``C`` = d_model, ``nh`` query heads, ``nkv``
 key/value heads, ``hs`` = C // nh.
@@ -217,7 +217,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "interview",
         "intuition",
-        "notebook 08 §4",
+        "notebook 09 §4",
         "Interview: why use multiple attention heads instead of one larger attention?",
         "Each head has its own projections and softmax, so every token can combine several "
         "different weightings of the other tokens in parallel (say syntax and a long-range "
@@ -226,7 +226,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "practice",
         "intuition",
-        "notebook 05, notebook 08 §4",
+        "notebook 05, notebook 09 §4",
         "Why is running heads in parallel more efficient than one after another?",
         "Same FLOPs either way. Heads are independent until the concatenation, so they fit in "
         "a few large batched products instead of about five small ones per head: fewer "
@@ -328,7 +328,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "complexity",
         "numbers & pitfalls",
-        "notebook 08 §5.1",
+        "notebook 09 §5.1",
         "Cost of standard attention in T, and when does it overtake the projections?",
         "Time O(T²·C), memory O(T²) per head for the score table. Per layer (batch 1) the "
         "attention products cost 4·T²·C FLOPs, the projections 8·T·C²: equal at T = 2C.",
@@ -336,7 +336,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "flash_attention",
         "core ideas",
-        "notebook 06, notebook 08 §5.2",
+        "notebook 06, notebook 09 §5.2",
         "FlashAttention: why exact, why fast, why does the backward recompute?",
         "Exact: an online softmax rescales earlier partial sums by exp(old max − new max). "
         "Fast: tiles stay in on-chip SRAM, so the T × T table never travels to HBM; the traffic "
@@ -346,7 +346,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "mha_gqa_mqa",
         "core ideas",
-        "notebook 04, notebook 08 §5.3",
+        "notebook 04, notebook 09 §5.3",
         "MHA vs GQA vs MQA, and tensor parallelism with fewer KV heads than ranks?",
         "MHA: best quality, biggest KV cache. MQA: one KV head, smallest cache, fastest "
         "decoding, some quality lost. GQA: near-MHA quality, cache nh/nkv times smaller. With "
@@ -355,7 +355,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "prefill_decode",
         "numbers & pitfalls",
-        "notebook 08 §5.4",
+        "notebook 09 §5.4",
         "Why is prefill compute-bound and decoding memory-bound?",
         "A C × C fp16 projection on T tokens does 2·T·C² FLOPs for 2·C² bytes of weights: T "
         "FLOPs per byte. Prefill (T = 2,048) is far above a GPU's ~300 FLOPs/byte; a decode step "
@@ -364,7 +364,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "long_context",
         "intuition",
-        "notebook 08 §5.5",
+        "notebook 09 §5.5",
         "Sliding-window attention and attention sinks in one breath?",
         "A window of W keys makes work O(T·W) and caps the cache at W; depth L reaches about "
         "L·W back. Streaming with only a window collapses once the first tokens go: models park "
@@ -373,7 +373,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "rope_cache",
         "intuition",
-        "notebook 04 §8, notebook 08 §5.6",
+        "notebook 04 §8, notebook 09 §5.6",
         "Why does a RoPE model cache rotated keys, and where do the new positions come from?",
         "Each key is rotated once, at its position in the text; a query at m and a key at n "
         "score by a rotation of n − m only, so cached keys never change. Positions are an input "
@@ -383,7 +383,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "block_ln_dropout",
         "core ideas",
-        "notebook 02 §10–11, notebook 08 §5.7",
+        "notebook 02 §10–11, notebook 09 §5.7",
         "Pre-LN vs post-LN, and where does dropout go?",
         "Pre-LN: x + attn(ln(x)), a clean residual path, trains deep without long warm-up; "
         "post-LN: ln(x + attn(x)), the original. Dropout: on the attention weights after the "
@@ -392,7 +392,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "live_coding",
         "numbers & pitfalls",
-        "notebook 08 §5.8",
+        "notebook 09 §5.8",
         "Live coding attention: what do you say before typing, and how do you test it after?",
         "Before: the shape of every input and output, the weight layout (which rows are q, k, "
         "v; nn.Linear's (out, in)), which kv head each query head reads, the mask's alignment. "

@@ -1,4 +1,4 @@
-"""Checks for notebook 08: the numbers and multiple-choice answers of the interview quiz.
+"""Checks for notebook 09: the numbers and multiple-choice answers of the interview quiz.
 
 Shape legend: ``B`` batch, ``T`` sequence length, ``C`` = d_model, ``nh`` query heads, ``nkv``
 key/value heads, ``hs`` = C // nh (head size), ``L`` layers.
@@ -11,7 +11,7 @@ wrong configuration (query heads instead of key/value heads, one layer, fp32, ..
 diagnosis. Multiple-choice answers that can be measured are measured the same way; the others are
 compared by salted hash, and every option carries a note that explains it.
 
-Section 5's questions live in :mod:`.nb08_loop` and are merged in here. Answers are variables
+Section 5's questions live in :mod:`.nb09_loop` and are merged in here. Answers are variables
 named ``answer_<question>``; a test cell calls
 ``check_number("gpt3_head_size", answer_gpt3_head_size)`` or ``check_choice("gqa", answer_gqa)``.
 """
@@ -35,17 +35,17 @@ from autograder.tools.nb04_gqa import TorchGroupedQueryAttention, cache_nbytes, 
 from autograder.torch_helpers import one_thread
 
 from ._core import fail
-from .nb08_loop import LOOP_CHOICES, LOOP_NUMBERS
+from .nb09_loop import LOOP_CHOICES, LOOP_NUMBERS
 
 #: Learner-importable names that would compute this notebook's graded answers. In the grading
 #: sandbox of any notebook whose test cells use these checks, they keep their names but raise.
 ANSWERS_IN_TOOLS: dict[str, str] = {
-    "autograder.tools.nb08_flashcards.DECK": (
+    "autograder.tools.nb09_flashcards.DECK": (
         "every number and choice, on the card backs (matmuls_loop via 5·nh + 1)"
     ),
-    "autograder.tools.nb08_flashcards.deck_markdown": "prints DECK",
-    "autograder.tools.nb08_flashcards.Schedule": "holds DECK (its default deck)",
-    "autograder.tools.nb08_flashcards.flashcard_widget": "holds DECK (its default deck)",
+    "autograder.tools.nb09_flashcards.deck_markdown": "prints DECK",
+    "autograder.tools.nb09_flashcards.Schedule": "holds DECK (its default deck)",
+    "autograder.tools.nb09_flashcards.flashcard_widget": "holds DECK (its default deck)",
     "autograder.tools.modules.TorchMultiHeadAttention": (
         "params_gpt2_small, params_mha and flops, measured on the meta device"
     ),
