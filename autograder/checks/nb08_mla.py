@@ -1,0 +1,321 @@
+"""Checks for notebook 08, section 4: ``MultiHeadLatentAttention`` and its absorbed twin
+``AbsorbedLatentAttention``.
+
+Shape legend: ``B`` batch, ``T`` new positions, ``P`` cached positions, ``S`` = P + T, ``C`` =
+d_model, ``nh`` heads, ``hd`` = head_dim, ``dr`` = d_rope, ``dc`` = d_latent.
+
+The oracle (:mod:`._latent`) is DeepSeek's computation in float64 with
+``F.scaled_dot_product_attention``, fed the learner's own weights; the cache must hold only the
+normalised latent ``(B, S, dc)`` and the rotated RoPE key ``(B, S, dr)``. Decoding in pieces must
+equal the full causal pass. The absorbed module must give the same outputs and cache from the
+same weights, and decoding one token must never build a tensor as large as the up-projected keys
+(or values) of the whole cache: that is what absorbing W_UK and W_UV buys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from autograder.tools.nb06_gpu import track_tensors
+from autograder.torch_helpers import one_thread
+
+from . import _latent
+from ._core import (
+    RUN_AGAIN,
+    call,
+    close,
+    describe,
+    expect_dtype,
+    expect_shape,
+    expect_tensor,
+    fail,
+    first_match,
+    make_generator,
+    randint,
+    randn,
+)
+from .nb04_rope import OPERATORS as ROPE_OPERATORS
+from .nb04_rope import _restarted, rotate
+
+#: What learner code may run: notebook 04's operators with rotary embeddings (PyTorch's
+#: attention, complex rotations); ``nn.RMSNorm`` runs as element-wise operators on the CPU.
+OPERATORS = ROPE_OPERATORS
+
+#: Learner-importable names that would compute these answers: none.
+ANSWERS_IN_TOOLS: dict[str, str] = {}
+
+MLA = "MultiHeadLatentAttention"
+ABSORBED = "AbsorbedLatentAttention"
+STUB_MLA = (
+    f"`{ABSORBED}` builds on your `{MLA}`, not written yet: finish that exercise first, "
+    f"{RUN_AGAIN}."
+)
+_LAYERS = ("wq", "wkv_a", "wkv_b", "wo")
+
+
+def _widths(C: int, nh: int, dc: int, hd: int, dr: int) -> dict[str, tuple[int, int]]:
+    """``(in_features, out_features)`` of each projection."""
+    return {
+        "wq": (C, nh * (hd + dr)),
+        "wkv_a": (C, dc + dr),
+        "wkv_b": (dc, nh * 2 * hd),
+        "wo": (nh * hd, C),
+    }
+
+
+_WHY = {
+    "wq": "each head's query is [q_nope | q_rope], head_dim + d_rope features",
+    "wkv_a": "it gives the latent and the shared RoPE key side by side, d_latent + d_rope "
+    "features (the decoupled key does not come from the latent)",
+    "wkv_b": "it up-projects the latent into each head's [k_nope | v], 2 * head_dim features "
+    "per head (the RoPE key is not up-projected)",
+    "wo": "it merges num_heads values of head_dim features",
+}
+
+
+def _expect_structure(module, config, name: str) -> None:
+    """Fail unless ``module`` has the attributes and projections of the contract."""
+    __tracebackhide__ = True
+    C, nh, dc, hd, dr = config
+    if not isinstance(module, nn.Module):
+        fail(f"`{name}` should give an nn.Module (`class {MLA}(nn.Module)`).")
+    for attr, value in (("num_heads", nh), ("d_latent", dc), ("head_dim", hd), ("d_rope", dr)):
+        if getattr(module, attr, None) != value:
+            fail(f"`{name}` should store `self.{attr} = {attr}` (expected {value}).")
+    for layer, (n_in, n_out) in _widths(*config).items():
+        found = getattr(module, layer, None)
+        if not isinstance(found, nn.Linear):
+            fail(f"`{name}` needs an attribute `{layer}` that is an nn.Linear.")
+        if (found.in_features, found.out_features) != (n_in, n_out):
+            fail(
+                f"`{layer}` is nn.Linear({found.in_features}, {found.out_features}) but should "
+                f"be nn.Linear({n_in}, {n_out}, bias=False): {_WHY[layer]}."
+            )
+        if found.bias is not None:
+            fail(f"`{layer}` has a bias: DeepSeek's projections have none (bias=False).")
+    weight = getattr(getattr(module, "kv_norm", None), "weight", None)
+    if not isinstance(weight, torch.Tensor) or tuple(weight.shape) != (dc,):
+        fail(f"`{name}` needs `self.kv_norm = nn.RMSNorm(d_latent)`, the latent's own norm.")
+
+
+def _build(cls, config, gen, name: str = MLA) -> nn.Module:
+    """The learner's module for ``config = (C, nh, dc, hd, dr)`` with seeded weights, eval mode."""
+    __tracebackhide__ = True
+    stub = STUB_MLA if name == ABSORBED else ""
+    module = call(cls, name, config, stub_inside=stub)
+    _expect_structure(module, config, name)
+    module.eval()
+    with torch.no_grad():
+        for layer in _LAYERS:
+            weight = getattr(module, layer).weight
+            weight.copy_(randn(gen, *weight.shape) / weight.shape[1] ** 0.5)
+        module.kv_norm.weight.copy_(0.5 + torch.rand(config[2], generator=gen))
+    return module
+
+
+def _configs(gen, thorough: bool) -> list[tuple[int, int, int, int, int]]:
+    """``(C, nh, dc, hd, dr)``: the latent narrower and wider than a head, one head, and random
+    ones; head_dim never equals d_latent or d_latent + d_rope, so every scale is told apart."""
+    configs = [(32, 4, 12, 8, 4), (24, 2, 10, 6, 2), (16, 1, 6, 4, 2)]
+    for _ in range(2 if thorough else 0):
+        nh, hd, dr = randint(gen, 1, 4), randint(gen, 2, 6), 2 * randint(gen, 1, 3)
+        configs.append((randint(gen, 4, 9) * 4, nh, hd + dr + randint(gen, 1, 6), hd, dr))
+    return configs
+
+
+def _forward(module, x, past=None, name: str = MLA):
+    """Run the learner's forward; check the shapes of ``(out, (c_kv, k_rope))``."""
+    __tracebackhide__ = True
+    _, hd, dr, dc = _latent.dims(module)
+    nh = module.num_heads
+    kwargs = {} if past is None else {"past_kv": past}
+    hint = "the cache is (c_kv (B, S, d_latent), k_rope (B, S, d_rope)): append along dim 1"
+    with torch.no_grad():
+        result = call(module, f"{name}.forward", (x,), kwargs, hint)
+    if not isinstance(result, tuple | list) or len(result) != 2:
+        fail(f"`{name}.forward` should return `(out, (c_kv, k_rope))`.")
+    out = expect_tensor(result[0], f"{name}.forward", "a tensor `out` as the first item")
+    cache = result[1]
+    if not isinstance(cache, tuple | list) or len(cache) != 2:
+        fail(f"`{name}.forward` should return the cache `(c_kv, k_rope)` as its second item.")
+    c = expect_tensor(cache[0], f"{name}.forward", "the cached latent `c_kv`")
+    k_rope = expect_tensor(cache[1], f"{name}.forward", "the cached RoPE key `k_rope`")
+    B, T, C = x.shape
+    S = T + (0 if past is None else past[0].shape[1])
+    inputs = describe((x,), kwargs)
+    expect_shape(out, (B, T, C), "`out`", inputs)
+    expect_dtype(out, x.dtype, "`out`")
+    up = {(B, S, nh * 2 * hd), (B, nh, S, hd), (B, nh, S, hd + dr), (B, S, nh, hd + dr)}
+    wide = c.shape[-1] in (nh * hd, nh * 2 * hd, nh * (hd + dr))
+    if tuple(c.shape) != (B, S, dc) and (tuple(c.shape) in up or wide):
+        fail(
+            f"Your cache holds keys or values after the up-projection ({tuple(c.shape)}): "
+            f"cache only the normalised latent c_kv, (B, S, d_latent) = {(B, S, dc)}, and "
+            "k_rope; up-projecting is what makes a cache num_heads times larger."
+        )
+    expect_shape(c, (B, S, dc), "The cached latent `c_kv`", inputs)
+    hint = ""
+    if tuple(k_rope.shape) in ((B, nh, S, dr), (B, S, nh, dr), (B, S, 1, dr), (B, 1, S, dr)):
+        hint = "k_rope is one key shared by every head: cache it once per position"
+    expect_shape(k_rope, (B, S, dr), "The cached RoPE key `k_rope`", inputs, hint)
+    return out, c, k_rope
+
+
+def _expect_cache(module, x_seen, c, k_rope, k_positions=None) -> None:
+    """The cache after seeing ``x_seen (B, S, C)``: kv_norm(latent), k_rope rotated in place."""
+    __tracebackhide__ = True
+    normed, k_raw = _latent.latent(module, x_seen)  # (B, S, dc), (B, S, dr)
+    if not close(c, normed):
+        if close(c, _latent.latent(module, x_seen, norm=False)[0]):
+            fail(
+                "Your cached latent is taken before kv_norm: cache kv_norm(c), the latent that "
+                "W_UK and W_UV read, so that no later step normalises the past again."
+            )
+        fail(
+            "Your cached c_kv should be kv_norm of the first d_latent features of wkv_a(x), past "
+            "positions first: the latent itself, before any up-projection."
+        )
+    positions = torch.arange(x_seen.shape[1]) if k_positions is None else k_positions
+    if close(k_rope, rotate(k_raw, positions)):
+        return
+    if close(k_rope, k_raw):
+        fail(
+            "Your cached k_rope is not rotated: rotate the new RoPE keys at their positions "
+            "before caching them, as notebook 04 cached rotated keys."
+        )
+    fail(
+        "Your cached k_rope should be the last d_rope features of wkv_a(x), each rotated once at "
+        "its own position 0 … S-1."
+    )
+
+
+def _chunkings(S: int) -> list[list[int]]:
+    """A prompt then single tokens, one token at a time, uneven chunks."""
+    return [[3] + [1] * (S - 3), [1] * S, [2, 3, S - 5]]
+
+
+def _decoding_mistake(module, seen, start, out, chunks, name) -> str:
+    """Why the output for positions ``start:`` of ``seen`` is wrong."""
+    variants = _latent.full_pass_variants(module, seen, start, name)
+    if start == 0:
+        return first_match(out, variants) or (
+            f"Your `{name}` without a cache differs from multi-head latent attention with your "
+            "weights: scores (q_nope · k_nope + q_rope · k_rope) / √(head_dim + d_rope), causal, "
+            "then the values' heads merged by wo."
+        )
+    T = seen.shape[1] - start
+    where = f"Decoding with {start} cached position{'s' * (start != 1)} and {T} new"
+    restarted = _restarted(chunks)  # (S,)
+    variants = {
+        f"{where}, your new tokens are rotated as if they were at positions 0 … T-1: they sit "
+        "at P … P+T-1, with P = past_kv[0].shape[1].": _latent.oracle(
+            module, seen, start, k_positions=restarted, q_positions=restarted[start:]
+        ),
+        f"{where}, your queries attend only to the new positions: attend to the cached latent "
+        "and RoPE keys too, concatenated with the new ones along dim 1.": _latent.oracle(
+            module, seen, start, past=False
+        ),
+        f"{where}, your causal mask is aligned top-left: the new queries are the last T of the S "
+        "positions, so use torch.ones(T, S).tril(S - T).": _latent.oracle(
+            module, seen, start, mask="top-left"
+        ),
+        **variants,
+    }
+    return first_match(out, variants) or (
+        f"{where}, your `{name}` differs from one full causal pass: the new queries sit at "
+        "P … P+T-1 and attend to every cached position and to the new ones up to their own."
+    )
+
+
+def _expect_matches(cls, name: str, seed: int, thorough: bool, chunkings) -> None:
+    """A full pass, then decoding in pieces, equal the oracle; the cache is the latent's."""
+    __tracebackhide__ = True
+    gen = make_generator(seed)
+    for config in _configs(gen, thorough):
+        module = _build(cls, config, gen, name)
+        S = 7 + (randint(gen, 0, 3) if thorough else 0)
+        x = randn(gen, 2, S, config[0], dtype=torch.float32)  # (B, S, C)
+        for chunks in chunkings(S):
+            past, start = None, 0
+            for i, size in enumerate(chunks):
+                seen = x[:, : start + size]  # (B, S so far, C)
+                out, c, k_rope = _forward(module, seen[:, start:], past, name)
+                if not close(out, _latent.oracle(module, seen, start)):
+                    fail(_decoding_mistake(module, seen, start, out, chunks[: i + 1], name))
+                restarted = rotate(_latent.latent(module, seen)[1], _restarted(chunks[: i + 1]))
+                if i and close(k_rope, restarted):
+                    fail(
+                        "Your cached k_rope was rotated at positions that restart at 0 in every "
+                        "call: the new keys sit at P … P+T-1, P = past_kv[0].shape[1]."
+                    )
+                _expect_cache(module, seen, c, k_rope)
+                past, start = (c, k_rope), start + size
+
+
+@one_thread
+def check_mla_full_pass(cls: Callable, *, seed: int = 0, thorough: bool = False) -> None:
+    """Without a cache: DeepSeek's layout, the decoupled RoPE key, 1/√(head_dim + d_rope),
+    causal; the cache holds kv_norm(latent) and the rotated RoPE key, nothing up-projected."""
+    __tracebackhide__ = True
+    _expect_matches(cls, MLA, seed, thorough, lambda S: [[S]])
+
+
+@one_thread
+def check_mla_decoding(cls: Callable, *, seed: int = 0, thorough: bool = False) -> None:
+    """Decoding in pieces with the latent cache equals one full causal pass, cache included."""
+    __tracebackhide__ = True
+    _expect_matches(cls, MLA, seed, thorough, _chunkings)
+
+
+@one_thread
+def check_absorbed_mla_matches_naive(
+    cls: Callable, *, seed: int = 0, thorough: bool = False
+) -> None:
+    """The absorbed module, with the same weights, gives the naive outputs and cache, in a full
+    pass and decoding in pieces."""
+    __tracebackhide__ = True
+    _expect_matches(cls, ABSORBED, seed, thorough, lambda S: [[S], _chunkings(S)[0]])
+
+
+def _memory_configs(thorough: bool):
+    """``(config, B, P)``: the up-projected keys of the cache, B·S·nh·hd numbers, outnumber
+    whatever an absorbed step creates: a weight matrix, the latent and RoPE cache, even that
+    cache copied once per head (``q @ c[:, None].mT`` broadcasts it), since d_latent + d_rope
+    is at most half of head_dim here."""
+    yield (32, 4, 6, 16, 2), 2, 39
+    if thorough:
+        yield (48, 6, 4, 12, 2), 2, 40
+        yield (40, 5, 4, 10, 2), 3, 30
+
+
+@one_thread
+def check_absorbed_mla_memory(cls: Callable, *, seed: int = 0, thorough: bool = False) -> None:
+    """Decoding one token after P cached positions creates no tensor as large as the cache's
+    up-projected keys or values (B·S·nh·head_dim numbers); the output is right."""
+    __tracebackhide__ = True
+    gen = make_generator(seed)
+    for config, B, P in _memory_configs(thorough):
+        module = _build(cls, config, gen, ABSORBED)
+        C, nh, dc, hd, _ = config
+        x = randn(gen, B, P + 1, C, dtype=torch.float32)  # (B, S, C)
+        c, k_raw = _latent.latent(module, x[:, :P])  # (B, P, dc), (B, P, dr)
+        past = (c.float(), rotate(k_raw, torch.arange(P)).float())
+        with track_tensors() as big:
+            out, _, _ = _forward(module, x[:, P:], past, ABSORBED)
+        limit = B * (P + 1) * nh * hd
+        if big.numel >= limit:
+            fail(
+                f"Decoding one token after {P} cached positions, your `{ABSORBED}` created a "
+                f"tensor of shape {big.shape}, {big.numel:,} numbers, as many as the up-projected "
+                f"keys or values of the whole cache (B·S·num_heads·head_dim = {limit:,}): "
+                "absorb W_UK into the query (q_nope @ W_UK per head) and W_UV into the output "
+                "(the attention's latent output @ W_UVᵀ), so attention reads the cached latent."
+            )
+        if not close(out, _latent.oracle(module, x, P)):
+            fail(
+                f"Decoding one token after {P} cached positions, your `{ABSORBED}` differs from "
+                "the naive computation: fix the values first (the test above names the mistake)."
+            )
