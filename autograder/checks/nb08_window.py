@@ -1,0 +1,111 @@
+"""Checks for notebook 08, sections 1-2: ``sliding_window_mask`` and the rolling KV cache.
+
+Shape legend: ``B`` batch, ``T`` new positions (queries), ``S`` keys, ``W`` the window, ``nh``
+query heads, ``nkv`` key/value heads, ``hs`` head size.
+
+A window of ``W`` lets the query at position ``p`` see the keys at positions ``p - W + 1 … p``
+(``W`` keys, itself included: Mistral's and Hugging Face's convention). Queries are the last
+``T`` of the ``S`` positions (bottom-right aligned, as in notebook 03's ``causal_mask``).
+
+PyTorch is the oracle: notebook 03's bottom-right causal mask (``causal_lower_right`` read off
+SDPA's weights) with the keys older than the window taken away, and SDPA itself for attention.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import torch
+
+from autograder.torch_helpers import one_thread
+
+from ._core import call, describe, fail, make_generator, randint
+from .nb03_masking import _causal, _diagnose, _expect_mask, _tril
+
+#: Learner-importable names that would compute these answers: none.
+ANSWERS_IN_TOOLS: dict[str, str] = {}
+
+MASK = "sliding_window_mask"
+
+
+def window_mask(T: int, S: int, window: int) -> torch.Tensor:
+    """The oracle ``(T, S)``: causal (bottom-right), minus the keys ``window`` or more behind."""
+    return _causal(T, S) & ~_tril(T, S, S - T - window)  # (T, S)
+
+
+def _band(T: int, S: int, low: int, high: int) -> torch.Tensor:
+    """``(T, S)``: key ``j`` allowed iff ``p - low <= j <= p + high`` for query position ``p``."""
+    return _tril(T, S, S - T + high) & ~_tril(T, S, S - T - low - 1)  # (T, S)
+
+
+def _mask_variants(T: int, S: int, W: int) -> dict[str, torch.Tensor]:
+    at = f"`{MASK}({T}, {W}, S={S})`"
+    variants = [
+        (
+            f"lets each query see {W + 1} keys, one too many: a window of W keeps keys p - W + 1 "
+            "… p (itself included), so drop key p - W (use > p - W, not >= p - W).",
+            _band(T, S, W, 0),
+        ),
+        (
+            f"lets each query see only {W - 1} keys: a window of W includes the query itself, so "
+            "keep keys p - W + 1 … p (W of them).",
+            _band(T, S, W - 2, 0),
+        ),
+        (
+            "is the plain causal mask: also drop the keys W or more positions behind each query "
+            "(key j allowed iff p - W < j <= p).",
+            _causal(T, S),
+        ),
+        (
+            "lets queries see future keys: the window is one-sided, keys p - W + 1 … p, never "
+            "after p.",
+            _band(T, S, W - 1, W - 1),
+        ),
+        (
+            "is inverted: True must mean the query may attend (the keys inside its window).",
+            ~window_mask(T, S, W),
+        ),
+        (
+            "is aligned top-left: when S > T the queries are the last T positions, so query i sits "
+            "at position p = S - T + i.",
+            _tril(T, S, 0) & ~_tril(T, S, -W),
+        ),
+    ]
+    return {f"{at} {why}": mask for why, mask in variants}
+
+
+def _call_mask(fn: Callable, T: int, W: int, S: int | None) -> torch.Tensor:
+    __tracebackhide__ = True
+    kwargs = {} if S is None else {"S": S}
+    out = call(fn, MASK, (T, W), kwargs)
+    S = T if S is None else S
+    hints = {
+        (S, T): "rows are queries (T) and columns are keys (S), so it is transposed",
+        (T, W): "the mask covers every key (S columns), the window only decides which are True",
+        (1, 1, T, S): "return a plain (T, S) mask; broadcasting adds batch and head dimensions",
+    }
+    return _expect_mask(out, MASK, (T, S), describe((T, W), kwargs), hints)
+
+
+@one_thread
+def check_sliding_window_mask_values(
+    sliding_window_mask: Callable, *, seed: int = 0, thorough: bool = False
+) -> None:
+    """``sliding_window_mask(T, window, S)``: query p sees keys p - W + 1 … p; S defaults to T."""
+    __tracebackhide__ = True
+    gen = make_generator(seed)
+    cases = [(6, 3, None), (5, 1, None), (2, 3, 7), (1, 4, 9), (4, 8, 6), (5, 5, None)]
+    for _ in range(6 if thorough else 0):
+        T, W = randint(gen, 1, 12), randint(gen, 1, 10)
+        cases.append((T, W, T + randint(gen, 0, 12)))
+    for T, W, S in cases:
+        out = _call_mask(sliding_window_mask, T, W, S)
+        if S is None and not torch.equal(out, _call_mask(sliding_window_mask, T, W, T)):
+            fail(f"`{MASK}({T}, {W})` should equal `{MASK}({T}, {W}, S={T})`: S defaults to T.")
+        S = T if S is None else S
+        generic = (
+            f"`{MASK}({T}, {W}, S={S})` is not the sliding-window mask: entry [i, j] must be True "
+            "exactly when p - W < j <= p, with p = S - T + i the query's position."
+        )
+        _diagnose(out, window_mask(T, S, W), functools.partial(_mask_variants, T, S, W), generic)
