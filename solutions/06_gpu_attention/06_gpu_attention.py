@@ -9,7 +9,7 @@
 # %% [markdown]
 # # 06 · Attention on a GPU, and without one
 #
-# **Time:** about 1.5 h + 1 h optional (~50 min of exercises, ~40 more optional) · **Prerequisites:** 01, 03
+# **Time:** about 2 h + 1 h optional (~80 min of exercises, ~40 more optional) · **Prerequisites:** 01, 03
 #
 # So far every attention you wrote built the full table of scores, one number per (query, key)
 # pair. That is fine for a sentence. For a long document it is the single largest thing in memory,
@@ -20,7 +20,8 @@
 #    *optional deep dive*, the **backends** behind it and how to force one.
 # 3. Choose **dtypes** (float32, TF32, float16, bfloat16) and the tolerances that go with them.
 # 4. Learn the idea behind **FlashAttention**, an online softmax over blocks of keys that never
-#    builds the score table (a picture, then an exercise in PyTorch).
+#    builds the score table (a picture, then an exercise in PyTorch), and write its **backward
+#    pass** tile by tile from the saved log-sum-exp (FlashAttention-2's, an exercise).
 # 5. *Optional deep dive:* complete a **Triton kernel** that does the same on a GPU, and debug it
 #    on your CPU in Triton's interpreter (an exercise with self-checks, no points).
 # 6. Time it on a GPU, in TFLOP/s (runs only when a CUDA GPU is present).
@@ -30,14 +31,14 @@
 # self-checks print a message instead.
 #
 # **Optional deep dives** (SDPA's backends, the Triton kernel) can be skipped: nothing later builds
-# on them. Exercise 3, the Triton kernel, is **optional, no points**: its two checks are
+# on them. Exercise 4, the Triton kernel, is **optional, no points**: its two checks are
 # self-checks that tell you whether your kernel is right, and count for nothing in the grade, so
-# skipping section 6 costs no points, and neither does a machine without Triton.
+# skipping section 7 costs no points, and neither does a machine without Triton.
 #
 # **How this notebook is graded.** Each exercise is a function in place of
 # `raise NotImplementedError()`; the locked cell after it checks it and names the likely mistake.
 # Hidden tests try more shapes when grading. The written answer at the end is graded by a person.
-# Exercise 3's two checks are the exception: optional self-checks, no points, skipped while
+# Exercise 4's two checks are the exception: optional self-checks, no points, skipped while
 # grading.
 # **Run › Run All Cells** goes on past failing test cells, and past examples that need an
 # exercise you have not finished yet, so the plots and sliders further down run too; a failing
@@ -68,6 +69,12 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from autograder.checks.nb06_backward import (
+    check_backward_by_hand,
+    check_backward_causal,
+    check_backward_memory,
+    check_backward_values,
+)
 from autograder.checks.nb06_gpu import (
     check_get_device,
     check_tiled_causal,
@@ -566,9 +573,168 @@ else:
 # On a CPU, tiling in Python is **not** a speed-up: every block is a separate round of PyTorch
 # operations with its own overhead, and the CPU's caches already soften the memory traffic of the
 # naive version. The fused kernel, the same idea written in C++, wins. On a GPU, the idea pays off
-# only when one kernel does the whole loop on chip. That is what you write next.
+# only when one kernel does the whole loop on chip; the optional section 7 writes one in Triton.
+# First, the other half of training: the backward pass.
 #
-# ## 6 · Optional deep dive: a Triton kernel
+# ## 6 · The backward pass, tile by tile
+#
+# Training needs gradients, and the backward pass has the same problem as the forward: written
+# naively, it keeps the `(T, S)` weights `P` from the forward and builds three more `(T, S)`
+# tables (`dP`, `dS`, and the scores again). FlashAttention-2 (Dao, 2023) computes `dQ`, `dK`
+# and `dV` tile by tile instead, from what the forward saved: `q`, `k`, `v`, the output `o`, and
+# **one number per query**, the log-sum-exp of its scaled scores,
+#
+# $$L_i = \log \sum_j e^{s_{ij}} = m_i + \log \ell_i \qquad (\text{the running max and sum at the end of the forward loop}).$$
+#
+# With $L$, any tile of weights comes back exactly and in one step, with no running maximum:
+# $P_{ij} = e^{s_{ij} - L_i}$. Given the gradient of the loss with respect to the output, `dO`,
+# the chain rule through `o = P v` and the softmax gives, with the scale $c = 1/\sqrt{hs}$:
+#
+# $$dV = P^\top dO, \qquad dP = dO\, V^\top, \qquad dS = P \circ (dP - D), \qquad
+#   dQ = c\, dS\, K, \qquad dK = c\, dS^\top Q,$$
+#
+# where $D_i = \sum_j P_{ij}\, dP_{ij} = \mathrm{rowsum}(dO \circ O)_i$ is the softmax's
+# correction term: one number per query, computed once before the loop from `dO` and `o`, so
+# that no tile needs the whole row of `P`. Each tile of keys `j` contributes to its own rows of
+# `dK` and `dV`, and adds to **every** query's `dQ`.
+#
+# **Why recompute instead of saving `P`?** Saving it costs `B·nh·T·S` numbers per layer in HBM,
+# the very table the forward avoided; recomputing a tile costs one more small matrix product,
+# done on chip from `q`, `k` and `L`. On a GPU, arithmetic is cheap and memory traffic is not, so
+# the recomputation makes the backward *faster* as well as smaller. PyTorch's training code calls
+# the same trade "activation checkpointing"; here it happens inside one kernel.
+#
+# ### Exercise 3 · `tiled_attention_backward`
+#
+# **Difficulty** ●●● · **Importance** ★★☆ · **Time** ~30 min
+#
+# Write the backward pass with one loop over blocks of `block_size` keys, every query at once
+# (or tile the queries too, as a GPU kernel does). Rules, as in exercise 2:
+#
+# - **Never create a tensor as large as one head's `(T, S)` matrix**: no full `P`, `dP`, `dS` or
+#   mask. The check tracks every tensor your function creates.
+# - **By hand**: no autograd (`.backward()`, `torch.autograd.grad`) and no PyTorch attention.
+# - `lse` is `(B, nh, T)`; `block_size` need not divide `S`; `causal=True` is bottom-right aligned
+#   as before (here `S >= T`, so every query has a key).
+# - Return `(dq, dk, dv)`, each with the shape and dtype of `q`, `k`, `v`.
+#
+# <details><summary>Hint 1: before the loop</summary>
+#
+# `D = (do * o).sum(-1, keepdim=True)`, shape `(B, nh, T, 1)`; `dq` starts at
+# `torch.zeros_like(q)`, `dk` and `dv` at `torch.zeros_like(k)` and `torch.zeros_like(v)`.
+# </details>
+#
+# <details><summary>Hint 2: one key block</summary>
+#
+# Slice `kb`, `vb` as in exercise 2, rebuild the block's scaled scores (and its causal mask, with
+# `-inf`), then `p = torch.exp(s - lse[..., None])`, shape `(B, nh, T, b)`.
+# </details>
+#
+# <details><summary>Hint 3: the gradients</summary>
+#
+# `dv[..., start:start + b, :] = pᵀ @ do`; `ds = p * (do @ vbᵀ - D)`;
+# `dk[..., start:start + b, :] = dsᵀ @ q * scale`; and `dq` **accumulates**:
+# `dq = dq + ds @ kb * scale`.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "tiled_attention_backward", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def tiled_attention_backward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    o: torch.Tensor,
+    lse: torch.Tensor,
+    do: torch.Tensor,
+    block_size: int = 64,
+    causal: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients of attention, one block of keys at a time, from what the forward saved.
+
+    Never creates a tensor as large as one head's (T, S) matrix.
+
+    Args:
+        q: queries ``(B, nh, T, hs)``.
+        k: keys ``(B, nh, S, hs)``.
+        v: values ``(B, nh, S, hs)``.
+        o: the forward's output ``(B, nh, T, hs)``.
+        lse: the log-sum-exp of each query's scaled scores ``(B, nh, T)``.
+        do: the gradient of the loss with respect to ``o``, ``(B, nh, T, hs)``.
+        block_size: keys per block; need not divide ``S``.
+        causal: if True, query ``i`` may attend key ``j`` iff ``j <= i + S - T`` (``S >= T``).
+
+    Returns:
+        ``(dq, dk, dv)``, shaped and typed like ``q``, ``k``, ``v``.
+    """
+    ### BEGIN SOLUTION
+    T, S, hs = q.shape[-2], k.shape[-2], q.shape[-1]
+    scale = 1 / math.sqrt(hs)
+    D = (do * o).sum(-1, keepdim=True)  # (B, nh, T, 1): rowsum(dO ∘ O)
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    last_key = torch.arange(T, device=q.device)[:, None] + S - T  # (T, 1): bottom-right causal
+    for start in range(0, S, block_size):
+        kb = k[..., start : start + block_size, :]  # (B, nh, b, hs)
+        vb = v[..., start : start + block_size, :]  # (B, nh, b, hs)
+        s = q @ kb.transpose(-2, -1) * scale  # (B, nh, T, hs) @ (B, nh, hs, b) -> (B, nh, T, b)
+        if causal:
+            cols = torch.arange(start, start + kb.shape[-2], device=q.device)  # (b,)
+            s = s.masked_fill(cols > last_key, float("-inf"))  # (T, b) mask broadcasts
+        p = torch.exp(s - lse[..., None])  # (B, nh, T, b): the forward's weights, recomputed
+        dv[..., start : start + block_size, :] = p.transpose(-2, -1) @ do  # (B, nh, b, hs)
+        dp = do @ vb.transpose(-2, -1)  # (B, nh, T, hs) @ (B, nh, hs, b) -> (B, nh, T, b)
+        ds = p * (dp - D)  # (B, nh, T, b)
+        dq = dq + ds @ kb * scale  # (B, nh, T, b) @ (B, nh, b, hs) -> (B, nh, T, hs)
+        dk[..., start : start + block_size, :] = ds.transpose(-2, -1) @ q * scale  # (B, nh, b, hs)
+    return dq, dk, dv
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_tiled_attention_backward_matches_autograd", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+"""tiled_attention_backward equals autograd's gradients through SDPA: T != S, ragged blocks."""
+check_backward_values(tiled_attention_backward)
+### BEGIN HIDDEN TESTS
+check_backward_values(tiled_attention_backward, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_tiled_attention_backward_causal", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Causal tiled_attention_backward equals autograd's gradients with the bottom-right mask."""
+check_backward_causal(tiled_attention_backward)
+### BEGIN HIDDEN TESTS
+check_backward_causal(tiled_attention_backward, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_tiled_attention_backward_memory", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""tiled_attention_backward never creates a tensor as large as one head's (T, S) matrix."""
+check_backward_memory(tiled_attention_backward)
+### BEGIN HIDDEN TESTS
+check_backward_memory(tiled_attention_backward, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_tiled_attention_backward_by_hand", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""tiled_attention_backward computes the gradients itself: no autograd, no PyTorch attention."""
+check_backward_by_hand(tiled_attention_backward)
+
+# %% [markdown]
+# Your gradients against autograd's through `naive_attention` (section 5), and the largest
+# tensor each creates. `L` comes from this example's scores; a FlashAttention forward returns it
+# alongside the output.
+
+# %%
+q, k, v, do = (torch.randn(1, 2, 512, 32) for _ in range(4))  # (B, nh, T|S, hs); do: dL/do
+leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+with track_tensors() as largest_autograd:
+    o = naive_attention(*leaves)  # (B, nh, T, hs)
+    o.backward(do)
+print(f"largest tensor, naive + autograd: {largest_autograd.describe()}")
+lse = torch.logsumexp(q @ k.transpose(-2, -1) / math.sqrt(32), -1)  # (B, nh, T): demo only
+with track_tensors() as largest:
+    grads = tiled_attention_backward(q, k, v, o.detach(), lse, do, block_size=64)
+print(f"largest tensor, yours:            {largest.describe()}")
+for name, mine, leaf in zip(("dq", "dk", "dv"), grads, leaves, strict=True):
+    print(f"{name}: max |yours − autograd| = {(mine - leaf.grad).abs().max().item():.1e}")
+
+# %% [markdown]
+# ## 7 · Optional deep dive: a Triton kernel
 #
 # *About 60 minutes. Nothing later in the course builds on it.*
 #
@@ -707,7 +873,7 @@ else:
 # - **Causal skipping.** With `CAUSAL`, the loop stops at the last key any row of the block may
 #   see, so the upper-right tiles are never computed.
 #
-# ### Exercise 3 · `triton_attention` (optional, no points)
+# ### Exercise 4 · `triton_attention` (optional, no points)
 #
 # **Difficulty** ●●● · **Importance** ★★☆ (how FlashAttention really runs) · **Time** ~40 min
 #
@@ -894,7 +1060,7 @@ else:
     print(triton_support.SKIP_MESSAGE)
 
 # %% [markdown]
-# ## 7 · On a GPU: timing it properly
+# ## 8 · On a GPU: timing it properly
 #
 # The rules of notebook 05 §5 still hold: warm up (on a GPU the first calls also pay for Triton's
 # compilation and cuDNN's plan choice), repeat, take medians. A GPU adds two:
@@ -950,7 +1116,7 @@ else:
 # Naive attention should fall behind as T grows and run out of memory first; its peak memory grows
 # with T², the fused kernels' linearly.
 #
-# ## 8 · In your own words
+# ## 9 · In your own words
 #
 # Your `tiled_attention` does the same multiply-adds as naive attention, and on a CPU it was not
 # faster. In four to six sentences, explain why the same idea, fused into a single GPU kernel,
@@ -982,6 +1148,9 @@ else:
 #   remember that float32 matmuls may run in TF32 on a GPU (always, for Triton's `tl.dot`).
 # - Online softmax: a running maximum, a running sum and a rescaled accumulator give the exact
 #   softmax-weighted sum one block of keys at a time, so the `(T, S)` table never exists.
+# - The backward pass saves one log-sum-exp `L` per query instead of `P`, recomputes each tile's
+#   `P = exp(S − L)`, and needs `D = rowsum(dO ∘ O)` for the softmax's correction:
+#   `dS = P ∘ (dP − D)`; dQ accumulates over key blocks, dK and dV over query blocks.
 # - (Optional) In Triton, a program owns a block of queries and streams key blocks through on-chip
 #   memory; mask ragged edges, keep accumulators in float32, use exp2, and guard fully masked rows.
 # - Time GPU code with synchronisation or events, after warm-up, as medians, and report TFLOP/s

@@ -1,0 +1,146 @@
+"""The oracle of notebook 06's backward pass, and the closed forms of its classic mistakes.
+
+Shape legend: ``B`` batch, ``nh`` heads, ``T`` query length, ``S`` key/value length, ``hs`` head
+size. Causal attention is aligned bottom-right, as in the forward exercise: query ``i`` may attend
+key ``j`` iff ``j <= i + S - T``; the backward checks use ``S >= T`` when causal, so every query
+has a key and the log-sum-exp is finite.
+
+The right gradients are autograd's, through ``F.scaled_dot_product_attention`` in float64 on the
+CPU. Each wrong answer is what a classic slip in FlashAttention-2's backward computes, written
+from full ``(T, S)`` matrices, which only the checker may afford. With the scale ``c = 1/√hs``,
+scores ``s = c·q kᵀ``, the saved ``L = logsumexp(s)`` per query and ``D = rowsum(dO ∘ O)``:
+
+    P = exp(s − L),  dV = Pᵀ dO,  dP = dO Vᵀ,  dS = P ∘ (dP − D),  dQ = c·dS K,  dK = c·dSᵀ Q.
+
+:func:`variants` swaps one piece of that chain for the mistaken one.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ._online_softmax import _per_block, allowed_keys
+
+Grads = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+def f64(*ts: torch.Tensor) -> list[torch.Tensor]:
+    """Detached float64 copies on the CPU."""
+    return [t.detach().to("cpu", torch.float64) for t in ts]
+
+
+def forward(q, k, v, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(o, lse)`` in float64: the output ``(B, nh, T, hs)`` and the log-sum-exp of each
+    query's scaled scores ``(B, nh, T)``, what a FlashAttention forward saves."""
+    q, k, v = f64(q, k, v)
+    allowed = allowed_keys(q.shape[-2], k.shape[-2], causal)
+    o = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+    return o, torch.logsumexp(_scores(q, k, allowed), -1)
+
+
+def gradients(q, k, v, do, causal: bool) -> Grads:
+    """``(dq, dk, dv)`` of ``sum(o ∘ do)``: autograd through SDPA in float64."""
+    q, k, v, do = (t.requires_grad_() for t in f64(q, k, v, do))
+    allowed = allowed_keys(q.shape[-2], k.shape[-2], causal)
+    with torch.enable_grad():
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+        return torch.autograd.grad(o, (q, k, v), do.detach())
+
+
+def _scores(q, k, allowed, scale=None) -> torch.Tensor:
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = q @ k.transpose(-2, -1) * scale  # (B, nh, T, hs) @ (B, nh, hs, S) -> (B, nh, T, S)
+    return s if allowed is None else s.masked_fill(~allowed, float("-inf"))
+
+
+def _chain(q, k, v, o, do, p, D=None, dq_scale=None, dk_scale=None, minus_d=False) -> Grads:
+    """The backward chain from weights ``p`` (B, nh, T, S) on: the right one by default."""
+    c = 1 / math.sqrt(q.shape[-1])
+    D = (do * o).sum(-1, keepdim=True) if D is None else D  # (B, nh, T, 1)
+    dv = p.transpose(-2, -1) @ do  # (B, nh, S, T) @ (B, nh, T, hs) -> (B, nh, S, hs)
+    dp = do @ v.transpose(-2, -1)  # (B, nh, T, hs) @ (B, nh, hs, S) -> (B, nh, T, S)
+    ds = p * dp - D if minus_d else p * (dp - D)  # (B, nh, T, S)
+    dq = ds @ k * (c if dq_scale is None else dq_scale)  # (B, nh, T, hs)
+    dk = ds.transpose(-2, -1) @ q * (c if dk_scale is None else dk_scale)  # (B, nh, S, hs)
+    return dq, dk, dv
+
+
+def _exp(s, shift) -> torch.Tensor:
+    """exp(s − shift), 0 where the score is masked (-inf)."""
+    return torch.where(torch.isinf(s), 0.0, torch.exp(s - shift))
+
+
+def variants(q, k, v, do, causal: bool, block: int) -> dict[str, Grads]:
+    """Diagnosis -> the ``(dq, dk, dv)`` a classic wrong backward returns here (float64)."""
+    q, k, v, do = f64(q, k, v, do)
+    T, S, hs = q.shape[-2], k.shape[-2], q.shape[-1]
+    allowed = allowed_keys(T, S, causal)
+    o, lse = forward(q, k, v, causal)
+    L = lse[..., None]  # (B, nh, T, 1)
+    s = _scores(q, k, allowed)  # (B, nh, T, S)
+    p = _exp(s, L)
+    c = 1 / math.sqrt(hs)
+    out = {
+        "Your dQ and dK match a backward without D: dS = P ∘ (dP − D) with D = rowsum(dO ∘ O), "
+        "the softmax's correction term, computed once per query before the loop.": _chain(
+            q, k, v, o, do, p, D=torch.zeros_like(L)
+        ),
+        "Your dQ and dK match dS = P ∘ dP − D: D must be multiplied by P too, "
+        "dS = P ∘ (dP − D).": _chain(q, k, v, o, do, p, minus_d=True),
+        "Your gradients match P = exp(S) without subtracting the saved log-sum-exp: recompute "
+        "the softmax weights as P = exp(S − L) with the L the forward saved.": _chain(
+            q, k, v, o, do, _exp(s, 0.0)
+        ),
+        "Your gradients match P recomputed with the 1/√hs scale left out of S: the scores must be "
+        "q kᵀ/√hs, exactly as in the forward, before exp(S − L).": _chain(
+            q, k, v, o, do, _exp(_scores(q, k, allowed, 1.0), L)
+        ),
+        "Your gradients match P recomputed from q kᵀ/hs: scale the scores by 1/√hs, as in the "
+        "forward.": _chain(q, k, v, o, do, _exp(_scores(q, k, allowed, 1 / hs), L)),
+        "Your dK is √hs times too large: dK = dSᵀ Q · (1/√hs), the same scale as the scores.": (
+            _chain(q, k, v, o, do, p, dk_scale=1.0)
+        ),
+        "Your dQ is √hs times too large: dQ = dS K · (1/√hs), the same scale as the scores.": (
+            _chain(q, k, v, o, do, p, dq_scale=1.0)
+        ),
+        "Your dQ and dK are both √hs times too large: multiply dS K and dSᵀ Q by 1/√hs.": _chain(
+            q, k, v, o, do, p, dq_scale=1.0, dk_scale=1.0
+        ),
+        "Your dQ and dK are 1/√hs too small: the scale belongs once in dQ = dS K · (1/√hs), not "
+        "also in dS.": _chain(q, k, v, o, do, p, dq_scale=c * c, dk_scale=c * c),
+    }
+    if math.ceil(S / block) > 1:
+        _, tile_lse = _per_block(s, block, lambda b: torch.logsumexp(b, -1))  # (B, nh, T, S)
+        out[
+            "Your gradients match P = softmax of each tile on its own: a tile holds only part of "
+            "each row's keys, so recompute P = exp(S − L) with the row's saved log-sum-exp L."
+        ] = _chain(q, k, v, o, do, _exp(s, tile_lse))
+        last_keys = torch.arange(S) >= (math.ceil(S / block) - 1) * block  # (S,)
+        dq_last = (_chain(q, k, v, o, do, p * last_keys)[0], *_chain(q, k, v, o, do, p)[1:])
+        out[
+            "Your dQ holds only the last key block's contribution: accumulate it across key "
+            "blocks, dQ += dS_j K_j · (1/√hs), instead of overwriting it."
+        ] = dq_last
+    if math.ceil(T / block) > 1:
+        last_queries = (torch.arange(T) >= (math.ceil(T / block) - 1) * block)[:, None]  # (T, 1)
+        grads = _chain(q, k, v, o, do * last_queries, p * last_queries)
+        right = _chain(q, k, v, o, do, p)
+        out[
+            "Your dK and dV hold only the last query block's contribution: accumulate them "
+            "across query blocks (dK_j += ..., dV_j += ...) instead of overwriting them."
+        ] = (right[0], grads[1], grads[2])
+    if causal:
+        out[
+            "Your gradients match a backward without the causal mask: mask the recomputed scores "
+            "of every tile (key j > i + S − T gets −inf, so P is 0 there) in the backward too."
+        ] = _chain(q, k, v, o, do, _exp(_scores(q, k, None), L))
+        top_left = torch.ones(T, S, dtype=torch.bool).tril()
+        if S != T:
+            out[
+                "Your backward masks top-left (j <= i): the T queries are the last T of the S "
+                "positions, so key j is allowed iff j <= i + S − T, as in the forward."
+            ] = _chain(q, k, v, o, do, _exp(_scores(q, k, top_left), L))
+    return out
