@@ -104,8 +104,12 @@ def _expect_structure(module, config, name: str) -> None:
 def _build(cls, config, gen, name: str = MLA) -> nn.Module:
     """The learner's module for ``config = (C, nh, dc, hd, dr)`` with seeded weights, eval mode."""
     __tracebackhide__ = True
-    stub = STUB_MLA if name == ABSORBED else ""
-    module = call(cls, name, config, stub_inside=stub)
+    try:
+        module = call(cls, name, config)
+    except AssertionError as failure:  # the absorbed class inherits the MLA's __init__
+        if name == ABSORBED and "is not implemented yet" in str(failure):
+            fail(STUB_MLA)
+        raise
     _expect_structure(module, config, name)
     module.eval()
     with torch.no_grad():
