@@ -78,12 +78,20 @@ def _cmd_grade(args) -> int:
     return run(args)
 
 
+def _learner_folder(given: str | None) -> Path:
+    """The folder named, else here if it holds course notebooks (e.g. a JupyterLab terminal in
+    work/, wherever work/ is), else work/."""
+    if given:
+        return Path(given)
+    here = Path.cwd()
+    holds_notebooks = any(paths.find_learner_notebook(here, i) for i in paths.notebook_ids())
+    return here if holds_notebooks else paths.WORK_DIR
+
+
 def _cmd_progress(args) -> int:
     from autograder.progress import progress
 
-    here = Path.cwd()  # e.g. a JupyterLab terminal in work/, wherever work/ is
-    holds_notebooks = any(paths.find_learner_notebook(here, i) for i in paths.notebook_ids())
-    folder = Path(args.folder) if args.folder else here if holds_notebooks else paths.WORK_DIR
+    folder = _learner_folder(args.folder)
     if not folder.is_dir():
         return _error(
             f"{folder} is not a folder: run `make lab` first, or name your folder", False, folder
@@ -91,6 +99,31 @@ def _cmd_progress(args) -> int:
     # Unfinished notebooks are what progress reports, not a failure: only an unreadable or
     # ungradable notebook makes the exit status non-zero.
     return EXIT_OK if progress(folder) else EXIT_ERROR
+
+
+def _cmd_interview(args) -> int:
+    from autograder.interview import bank, notebook
+
+    if args.list:
+        for problem in bank.PROBLEMS.values():
+            print(f"{problem.id:<18} {problem.title} ({problem.taught})")
+        return EXIT_OK
+    if args.problem is not None and args.problem not in bank.PROBLEMS:
+        listed = ", ".join(bank.PROBLEMS)
+        return _error(f"no problem {args.problem!r}; the problems are: {listed}", False, Path())
+    work = _learner_folder(args.folder)
+    if not work.is_dir():
+        return _error(f"{work} is not a folder: run `make lab` first, or name it", False, work)
+    path, record = notebook.write(args.problem, work, args.seed)
+    problem = bank.PROBLEMS[record["problem"]]
+    print(
+        f"Mock interview: {problem.title} (attempt {record['id']}, a variant drawn at random, "
+        f"a {problem.box_minutes}-minute box).\n"
+        f"Open {notebook.FOLDER}/{path.name} in JupyterLab's file browser ({path}), run its "
+        "clock cell, and answer in its empty cell.\n"
+        "`python -m autograder progress` shows your scorecard."
+    )
+    return EXIT_OK
 
 
 def _cmd_lab(args) -> int:
@@ -110,7 +143,7 @@ class _Listing:
         return self.sub.add_parser(name, **kwargs)
 
 
-LEARNER_COMMANDS = ["check", "progress", "lab"]
+LEARNER_COMMANDS = ["check", "progress", "interview", "lab"]
 INSTRUCTOR_COMMANDS = ["build", "validate", "grade", "merge"]
 
 
@@ -152,6 +185,19 @@ def parser() -> argparse.ArgumentParser:
         "folder", nargs="?", help="where your notebooks are (default: here if any are, else work/)"
     )
     pr.set_defaults(func=_cmd_progress)
+
+    iv = sub.add_parser(
+        "interview",
+        help="a mock interview: a new problem from the whole course in a fresh notebook, with a "
+        "clock, the checks' diagnoses, follow-ups and a scorecard",
+    )
+    iv.add_argument("problem", nargs="?", help="a problem id (default: the one due first)")
+    iv.add_argument("--list", action="store_true", help="list the problems and exit")
+    iv.add_argument("--seed", type=int, help="draw the variant and follow-ups from this seed")
+    iv.add_argument(
+        "--folder", help="your work folder (default: here if it has notebooks, else work/)"
+    )
+    iv.set_defaults(func=_cmd_interview)
 
     lab = sub.add_parser("lab", help="copy new notebooks into work/ and open JupyterLab there")
     lab.add_argument(

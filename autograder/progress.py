@@ -125,4 +125,16 @@ def progress(folder: Path, echo=print) -> bool:
     for nb_id in ids:
         echo(f"{nb_id:<{width}}  {lines[nb_id]}")
     echo(f"{'total':<{width}}  {total:g}/{maximum:g} automatic points")
+    _mock_interviews(folder, echo)
     return not wrong
+
+
+def _mock_interviews(work: Path, echo) -> None:
+    """The mock interview's scorecard (``python -m autograder interview``), when there is one."""
+    from autograder.interview.scorecard import FOLDER, SCORECARD, summary_lines
+
+    lines = summary_lines(work / FOLDER)
+    if lines:
+        echo(f"\nmock interviews ({FOLDER}/{SCORECARD}):")
+        for line in lines:
+            echo(f"  {line}")

@@ -94,8 +94,9 @@ def test_help_lists_the_learners_commands_first_in_plain_text(capsys):
         words = line.split()
         if line.startswith("  ") and words and words[0].isalpha() and words[0] != "-h":
             listed[words[0]] = text.index(line)
-    assert list(listed) == ["check", "progress", "lab", "build", "validate", "grade", "merge"]
-    assert all(learners < listed[c] < instructors for c in ["check", "progress", "lab"])
+    learner = ["check", "progress", "interview", "lab"]
+    assert list(listed) == [*learner, "build", "validate", "grade", "merge"]
+    assert all(learners < listed[c] < instructors for c in learner)
     assert all(instructors < listed[c] for c in ["build", "validate", "grade", "merge"])
     for command in listed:
         with pytest.raises(SystemExit):

@@ -114,6 +114,7 @@ LAYERS = {
     "autograder.checks": 1,
     "autograder.tools": 1,
     "autograder.kernel": 1,
+    "autograder.interview": 1,  # the mock interview: its problems are graded by the checks
     "autograder.classroom": 1,  # the package's __init__ only; its modules are placed below
     # 2. nbgrader glue: messages, preprocessors, settings, the sandboxed kernel, the release build
     "autograder.messages": 2,

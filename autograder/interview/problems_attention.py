@@ -1,0 +1,321 @@
+"""Problems from notebooks 01–03: attention with its masks, dropout, cross-attention, the block.
+
+Shape legend: ``B`` batch, ``T`` query length, ``S`` key/value length, ``C`` = d_model, ``nh``
+heads, ``d_k`` / ``d_v`` key / value width, ``...`` any leading dimensions.
+
+Each adapter turns a variant's contract into the interface of the course's check, so the check
+(hidden cases included) judges the answer and names the mistake.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from autograder.checks import nb01_attention as nb01
+from autograder.checks import nb02_dropout as dropout
+from autograder.checks import nb03_masking as masking
+
+from .task import Problem, Task, Variant, course_check, fail, one_tensor, shaped, tensors
+
+# ------------------------------------------------------------------------------ attention
+
+
+def _eye_values(q: torch.Tensor, S: int) -> torch.Tensor:
+    """Identity values ``(..., S, S)``: attending with them returns the weights themselves."""
+    return torch.eye(S, dtype=q.dtype).expand(*q.shape[:-2], S, S)
+
+
+def _attention_blocked(fn):
+    def sdpa(q, k, v, mask=None):
+        kwargs = {} if mask is None else {"blocked": ~mask}
+        out = one_tensor(fn(q, k, v, **kwargs), "attention", "`out`")
+        weights = one_tensor(fn(q, k, _eye_values(q, k.shape[-2]), **kwargs), "attention", "`out`")
+        return out, weights
+
+    return sdpa
+
+
+def _attention_bias(fn):
+    def sdpa(q, k, v, mask=None):
+        if mask is None:
+            return fn(q, k, v)
+        bias = torch.zeros(mask.shape, dtype=q.dtype).masked_fill(~mask, float("-inf"))
+        return fn(q, k, v, bias=bias)
+
+    return sdpa
+
+
+def _attention_seq_first(fn):
+    def sdpa(q, k, v, mask=None):
+        kwargs = {} if mask is None else {"mask": mask}
+        result = fn(q.movedim(-2, 0), k.movedim(-2, 0), v.movedim(-2, 0), **kwargs)
+        out, weights = tensors(result, "attention", ("out", "weights"))
+        T, lead = q.shape[-2], q.shape[:-2]
+        shaped(out, (T, *lead, v.shape[-1]), "attention", "`out`", "(T, ..., d_v)")
+        return out.movedim(0, -2), weights
+
+    return sdpa
+
+
+def _attention_task(name: str, signature: str, contract: str, adapt, rewrites=()) -> Task:
+    graders = tuple(
+        course_check(check, adapt)
+        for check in (nb01.check_sdpa_values, nb01.check_sdpa_mask, nb01.check_sdpa_properties)
+    )
+    return Task(name, signature, contract, graders, (nb01.SDPA,), rewrites)
+
+
+_NO_BUILTIN = "Do not call `F.scaled_dot_product_attention` or any softmax of PyTorch's own."
+_EMPTY_ROW = "A query row that may attend to no key gets all-zero weights and output, never NaN."
+
+ATTENTION = Problem(
+    "attention",
+    "Scaled dot-product attention with a mask",
+    "notebook 01 §3–5",
+    "Write attention for queries `q`, keys `k` and values `v`: scores scaled by 1/√d_k, a "
+    "softmax over the keys, the weighted sum of the values, and an optional mask.",
+    (
+        Variant(
+            "blocked",
+            _attention_task(
+                "attention",
+                "def attention(q, k, v, blocked=None):",
+                "`q` (..., T, d_k), `k` (..., S, d_k), `v` (..., S, d_v); `blocked` is an "
+                "optional bool tensor broadcastable to (..., T, S) where **True means the query "
+                "may not attend to that key** (the convention of `nn.MultiheadAttention`'s "
+                "`attn_mask`). Return `out` (..., T, d_v) alone, in the input's dtype. "
+                f"{_EMPTY_ROW} {_NO_BUILTIN}",
+                _attention_blocked,
+                (
+                    (
+                        "Your mask is inverted",
+                        "Your `blocked` is read the wrong way round: in this variant True means "
+                        "the query may not attend that key, so fill the scores with -inf where "
+                        "`blocked` is True.",
+                    ),
+                ),
+            ),
+        ),
+        Variant(
+            "bias",
+            _attention_task(
+                "attention",
+                "def attention(q, k, v, bias=None):",
+                "`q` (..., T, d_k), `k` (..., S, d_k), `v` (..., S, d_v); `bias` is an optional "
+                "float tensor broadcastable to (..., T, S) **added to the scaled scores** "
+                "(0 where allowed, `-inf` where blocked: an additive mask, as Hugging Face "
+                "models pass it). Return `(out, weights)`: (..., T, d_v) and (..., T, S). "
+                f"{_EMPTY_ROW} {_NO_BUILTIN}",
+                _attention_bias,
+            ),
+        ),
+        Variant(
+            "seq_first",
+            _attention_task(
+                "attention",
+                "def attention(q, k, v, mask=None):",
+                "**Sequence first**, as `nn.MultiheadAttention` with its default "
+                "`batch_first=False`: `q` (T, ..., d_k), `k` (S, ..., d_k), `v` (S, ..., d_v). "
+                "`mask` is an optional bool tensor broadcastable to (..., T, S), True = may "
+                "attend. Return `(out, weights)` with `out` sequence first (T, ..., d_v) and "
+                f"`weights` (..., T, S). {_EMPTY_ROW} {_NO_BUILTIN}",
+                _attention_seq_first,
+            ),
+        ),
+    ),
+    Task(
+        "causal_mask",
+        "def causal_mask(T, S=None, device=None):",
+        "Now decode with a KV cache: `T` new queries are the **last** T of `S` positions "
+        "(S defaults to T). Return the (T, S) bool mask, True = may attend, that lets each "
+        "query see every key at or before its own position, on `device`.",
+        tuple(
+            course_check(check, lambda fn: fn)
+            for check in (masking.check_causal_mask_values, masking.check_causal_mask_no_leak)
+        ),
+        (masking.CAUSAL,),
+    ),
+    ("sqrt_dk", "mask_after_softmax", "complexity"),
+    box_minutes=15,
+)
+
+# ---------------------------------------------------------------------------- causal mask
+
+
+def _mask_blocked(fn):
+    def causal_mask(*args, **kwargs):
+        out = one_tensor(fn(*args, **kwargs), "causal_mask", "the mask")
+        if out.dtype != torch.bool:
+            fail(f"`causal_mask` returned {out.dtype}: return a bool mask (True = blocked).")
+        return ~out
+
+    return causal_mask
+
+
+def _mask_past_len(fn):
+    def causal_mask(T, S=None, device=None):
+        kwargs = {"device": device} if device is not None else {}
+        return fn(T, **kwargs) if S is None else fn(T, S - T, **kwargs)
+
+    return causal_mask
+
+
+def _mask_additive(fn):
+    def causal_mask(*args, **kwargs):
+        out = one_tensor(fn(*args, **kwargs), "causal_bias", "the additive mask")
+        if not out.is_floating_point():
+            fail(f"`causal_bias` returned {out.dtype}: return a float mask of 0 and -inf.")
+        if not out.is_meta and not ((out == 0) | (out == float("-inf"))).all():
+            fail("`causal_bias` holds values other than 0 and -inf: 0 where allowed, -inf else.")
+        return out == 0
+
+    return causal_mask
+
+
+def _mask_task(name: str, signature: str, contract: str, adapt, inverted: str = "") -> Task:
+    graders = tuple(
+        course_check(check, adapt)
+        for check in (masking.check_causal_mask_values, masking.check_causal_mask_no_leak)
+    )
+    rewrites = (("is inverted", inverted),) if inverted else ()
+    return Task(name, signature, contract, graders, (masking.CAUSAL,), rewrites)
+
+
+_CACHED = (
+    "`T` new queries attend over `S ≥ T` positions: the queries are the **last** T of them (a KV "
+    "cache holds the first S − T), and each may see every key at or before its own position."
+)
+
+ATTENTION_MASK = Task(
+    "attention_mask",
+    "def attention_mask(lengths, max_len, causal=True):",
+    "Now batch sequences of different lengths, padded at the end to `max_len`: `lengths` "
+    "(B,) holds each one's real length. Return the (B, 1, max_len, max_len) bool mask, True "
+    "= may attend: the key is a real token and, when `causal`, not after the query.",
+    (course_check(masking.check_attention_mask_values, lambda fn: fn),),
+    ("attention_mask",),
+)
+
+CAUSAL_MASK = Problem(
+    "causal_mask",
+    "A causal mask for cached decoding",
+    "notebook 03 §2",
+    "Build the causal mask of attention when a KV cache holds earlier positions.",
+    (
+        Variant(
+            "blocked",
+            _mask_task(
+                "causal_mask",
+                "def causal_mask(T, S=None, device=None):",
+                f"{_CACHED} `S` defaults to `T`. Return a (T, S) bool tensor on `device` in "
+                "which **True means blocked** (`nn.MultiheadAttention`'s `attn_mask`).",
+                _mask_blocked,
+                "`causal_mask` is inverted: in this variant True means blocked, so mark the keys "
+                "after each query's position (the complement of the lower triangle).",
+            ),
+        ),
+        Variant(
+            "past_len",
+            _mask_task(
+                "causal_mask",
+                "def causal_mask(T, past_len=0, device=None):",
+                f"{_CACHED} Here you are given `past_len` = S − T, the number of cached "
+                "positions. Return a (T, past_len + T) bool tensor on `device`, True = may "
+                "attend.",
+                _mask_past_len,
+            ),
+        ),
+        Variant(
+            "additive",
+            _mask_task(
+                "causal_bias",
+                "def causal_bias(T, S=None, device=None):",
+                f"{_CACHED} `S` defaults to `T`. Return an **additive** float32 mask (T, S) on "
+                "`device`: 0.0 where the query may attend, `-inf` where it may not.",
+                _mask_additive,
+                "`causal_bias` is inverted: 0 goes where the query may attend (its past and "
+                "itself), -inf after it.",
+            ),
+        ),
+    ),
+    ATTENTION_MASK,
+    ("mask_after_softmax", "sliding_window", "attention_sinks"),
+    box_minutes=10,
+)
+
+# -------------------------------------------------------------------------------- dropout
+
+
+def _dropout_keep(fn):
+    def attention_with_dropout(q, k, v, p, training=None):
+        kwargs = {} if training is None else {"training": training}
+        return fn(q, k, v, 1 - p, **kwargs)
+
+    return attention_with_dropout
+
+
+def _dropout_out_only(fn):
+    def attention_with_dropout(q, k, v, p, training=None):
+        kwargs = {} if training is None else {"training": training}
+        state = torch.get_rng_state()  # the same draw for the values and the identity
+        out = one_tensor(fn(q, k, v, p, **kwargs), "attention_dropout", "`out`")
+        torch.set_rng_state(state)
+        weights = fn(q, k, _eye_values(q, k.shape[-2]), p, **kwargs)
+        return out, one_tensor(weights, "attention_dropout", "`out`")
+
+    return attention_with_dropout
+
+
+def _dropout_task(signature: str, contract: str, adapt) -> Task:
+    graders = tuple(
+        course_check(check, adapt)
+        for check in (dropout.check_dropout_training, dropout.check_dropout_eval)
+    )
+    return Task("attention_dropout", signature, contract, graders, (dropout.DROP,))
+
+
+_DROPOUT = (
+    "`q` (..., T, d), `k` (..., S, d), `v` (..., S, d_v). Attention weights softmax(q kᵀ/√d) "
+    "get dropout **after the softmax**, drawn from PyTorch's global generator (so "
+    "`torch.manual_seed` reproduces it) and rescaled so their expectation is unchanged; with "
+    "`training=False` nothing is dropped."
+)
+
+DROPOUT = Problem(
+    "attention_dropout",
+    "Attention dropout",
+    "notebook 02 §10",
+    "Add dropout to attention the way a training framework does.",
+    (
+        Variant(
+            "keep_prob",
+            _dropout_task(
+                "def attention_dropout(q, k, v, keep_prob, training=True):",
+                f"{_DROPOUT} **`keep_prob` is the probability to keep** a weight (TensorFlow "
+                "1's convention), not to drop it. Return `(out, weights)`: (..., T, d_v) and the "
+                "dropped weights (..., T, S).",
+                _dropout_keep,
+            ),
+        ),
+        Variant(
+            "out_only",
+            _dropout_task(
+                "def attention_dropout(q, k, v, p, training=True):",
+                f"{_DROPOUT} `p` is the probability to drop. Return `out` (..., T, d_v) alone.",
+                _dropout_out_only,
+            ),
+        ),
+    ),
+    Task(
+        "SDPAAttention",
+        "class SDPAAttention(nn.Module):\n    def __init__(self, p): ...\n"
+        "    def forward(self, q, k, v): ...",
+        "Now let PyTorch's fused kernel do it: a module built with the dropout probability `p` "
+        "whose `forward(q, k, v)` returns `F.scaled_dot_product_attention`'s output with "
+        "dropout while training and none after `.eval()`.",
+        (course_check(dropout.check_sdpa_dropout, lambda cls: cls),),
+        (dropout.SDPA_MODULE, f"{dropout.SDPA_MODULE}.forward"),
+    ),
+    ("dropout_where", "sqrt_dk"),
+    box_minutes=15,
+)

@@ -1,0 +1,134 @@
+"""What a mock-interview problem is made of, and how an answer to one is graded.
+
+A :class:`Problem` has several :class:`Variant` contracts (shapes, layouts, what is returned,
+which convention a mask or a weight follows) and one follow-up :class:`Task` that extends it.
+A task is graded by the course's own checks: each grader wraps the learner's function in an
+adapter that turns the variant's contract into the interface the check expects, so a wrong
+answer gets the check's own one-sentence diagnosis. The adapter asserts the variant's contract
+first (what is returned, in which layout), with a sentence of its own: an answer written for the
+course's notebook, pasted here, fails where the contracts differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from autograder.checks import CheckFailure
+
+Grader = Callable[[Any], None]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One function (or class) to write: ``name``, its first line, its contract in Markdown and
+    the graders that judge it. ``course_names`` are the names the course's checks give the
+    function they call; a diagnosis names the learner's ``name`` instead. ``rewrites`` are
+    ``(words, sentence)`` pairs: a diagnosis holding ``words`` speaks of the course's own
+    convention, which this variant changes, and ``sentence`` says it in the variant's terms."""
+
+    name: str
+    signature: str
+    contract: str
+    graders: tuple[Grader, ...]
+    course_names: tuple[str, ...] = ()
+    rewrites: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Variant:
+    id: str
+    task: Task
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A coding problem drawn from the course: ``taught`` says where, ``brief`` what is asked
+    whatever the variant; ``spoken`` names questions of the interview notebook's bank."""
+
+    id: str
+    title: str
+    taught: str
+    brief: str
+    variants: tuple[Variant, ...]
+    extension: Task
+    spoken: tuple[str, ...]
+    box_minutes: int = 20
+    tags: tuple[str, ...] = field(default=())
+
+    def variant(self, variant_id: str) -> Variant:
+        return next(v for v in self.variants if v.id == variant_id)
+
+
+def course_check(check: Callable[..., None], adapt: Callable[[Any], Any], *extra) -> Grader:
+    """A grader running ``check`` on the adapted answer: its visible cases (seed 0), then its
+    hidden ones (seed 1, ``thorough``), as a notebook's two test cells do."""
+
+    def grade(answer) -> None:
+        __tracebackhide__ = True
+        check(adapt(answer), *extra, seed=0)
+        check(adapt(answer), *extra, seed=1, thorough=True)
+
+    return grade
+
+
+def grade(task: Task, answer) -> str | None:
+    """The first diagnosis of ``task``'s graders on ``answer``, or None when every one passes.
+    The check's names for the function become the learner's own."""
+    for grader in task.graders:
+        try:
+            grader(answer)
+        except CheckFailure as failure:
+            message = str(failure)
+            message = next((new for old, new in task.rewrites if old in message), message)
+            for course_name in task.course_names:
+                message = message.replace(f"`{course_name}`", f"`{task.name}`")
+            return message
+    return None
+
+
+def fail(message: str):
+    __tracebackhide__ = True
+    raise CheckFailure(message)
+
+
+def one_tensor(value, name: str, what: str) -> torch.Tensor:
+    """``value`` when it is a tensor; else the sentence that the contract returns one."""
+    __tracebackhide__ = True
+    if isinstance(value, tuple | list):
+        fail(
+            f"`{name}` returns a {type(value).__name__} of {len(value)}: in this variant it "
+            f"returns {what} alone (the course's version returned more; read the contract)."
+        )
+    if not isinstance(value, torch.Tensor):
+        fail(f"`{name}` should return {what}, a tensor, but it returned {type(value).__name__}.")
+    return value
+
+
+def tensors(value, name: str, what: Sequence[str]) -> tuple[torch.Tensor, ...]:
+    """``value`` as a tuple of ``len(what)`` tensors; else the sentence that says what is
+    returned."""
+    __tracebackhide__ = True
+    listed = ", ".join(what)
+    if not isinstance(value, tuple | list) or len(value) != len(what):
+        got = f"a {type(value).__name__}"
+        if isinstance(value, tuple | list):
+            got += f" of {len(value)}"
+        fail(f"`{name}` should return the tuple ({listed}), but it returned {got}.")
+    for item, label in zip(value, what, strict=True):
+        if not isinstance(item, torch.Tensor):
+            fail(f"`{name}` should return ({listed}); its `{label}` is {type(item).__name__}.")
+    return tuple(value)
+
+
+def shaped(t: torch.Tensor, shape: Sequence[int], name: str, what: str, layout: str) -> None:
+    """Fail unless ``t`` has ``shape``; ``layout`` is the variant's word for it."""
+    __tracebackhide__ = True
+    if tuple(t.shape) != tuple(shape):
+        fail(
+            f"`{name}` returned {what} of shape {tuple(t.shape)} where this variant's layout "
+            f"{layout} gives {tuple(shape)}."
+        )
