@@ -20,7 +20,20 @@ import torch
 
 from autograder.torch_helpers import one_thread
 
-from ._core import call, describe, fail, make_generator, randint
+from ._core import (
+    call,
+    close,
+    describe,
+    expect_pair,
+    expect_shape,
+    expect_unmodified,
+    fail,
+    first_match,
+    fmt_shape,
+    make_generator,
+    randint,
+    randn,
+)
 from .nb03_masking import _causal, _diagnose, _expect_mask, _tril
 
 #: Learner-importable names that would compute these answers: none.
@@ -109,3 +122,94 @@ def check_sliding_window_mask_values(
             "exactly when p - W < j <= p, with p = S - T + i the query's position."
         )
         _diagnose(out, window_mask(T, S, W), functools.partial(_mask_variants, T, S, W), generic)
+
+
+# ------------------------------------------------------------------- the rolling cache
+
+UPDATE = "rolling_cache_update"
+
+
+def ring(sequence: torch.Tensor, end: int, window: int, gen) -> torch.Tensor:
+    """The ring buffer ``(B, nkv, W, hs)`` after positions ``0 … end-1`` of ``sequence``: position
+    ``p`` in slot ``p % W``; a slot never written holds noise (a cache is allocated, not zeroed)."""
+    buffer = torch.randn(*sequence.shape[:2], window, sequence.shape[-1], generator=gen)
+    buffer = buffer.to(sequence.dtype)  # (B, nkv, W, hs)
+    positions = torch.arange(max(0, end - window), end)  # (n,): the positions still held
+    buffer[:, :, positions % window] = sequence[:, :, positions]
+    return buffer
+
+
+def recent(sequence: torch.Tensor, start: int, T: int, window: int) -> torch.Tensor:
+    """What the new queries at ``start … start+T-1`` can see: positions ``max(0, start - W + 1)
+    … start + T - 1`` of ``sequence``, oldest first: ``(B, nkv, n, hs)``."""
+    return sequence[:, :, max(0, start - window + 1) : start + T]
+
+
+def _update_variants(sequence, buffer, start, T, W) -> dict[str, torch.Tensor]:
+    """Known-wrong ``recent`` tensors for one update, by diagnosis."""
+    past = min(start, W - 1)
+    slots = torch.arange(start - past, start) % W  # (past,): where the old positions sit
+    new = sequence[:, :, start : start + T]  # (B, nkv, T, hs)
+    variants = {
+        f"`{UPDATE}` returns the cached keys in slot order: once the ring has wrapped, slot 0 no "
+        "longer holds the oldest position, so read slots (start - n) % W … (start - 1) % W, "
+        "oldest position first (torch.roll by -(start % W), or index with positions % W).": (
+            torch.cat([buffer[:, :, slots.sort().values], new], dim=2)
+        ),
+        f"`{UPDATE}` returns W old positions besides the new ones: the first new query (at "
+        "position start) sees only start - W + 1 … start, so W - 1 old positions are enough.": (
+            sequence[:, :, max(0, start - W) : start + T]
+        ),
+        f"`{UPDATE}` returns the whole buffer before the cache is full: slots that were never "
+        "written hold garbage, so return only the positions written so far.": torch.cat(
+            [buffer, new], dim=2
+        ),
+    }
+    return variants
+
+
+def _expect_ring(out, sequence, start, T, W) -> None:
+    """The buffer after the update: the new positions in slots ``p % W``, the rest untouched."""
+    __tracebackhide__ = True
+    positions = torch.arange(max(0, start + T - W), start + T)  # (n,): the positions held now
+    if not torch.equal(out[:, :, positions % W], sequence[:, :, positions]):
+        fail(
+            f"After `{UPDATE}` with start={start} and {T} new position(s), the buffer does not "
+            f"hold position p in slot p % W (W={W}): write the new keys at slots "
+            "torch.arange(start, start + T) % W, and never overwrite a position still needed."
+        )
+
+
+@one_thread
+def check_rolling_cache_update(
+    rolling_cache_update: Callable, *, seed: int = 0, thorough: bool = False
+) -> None:
+    """Writes positions ``start …`` into slots ``p % W`` of a copy of the ring, and returns the
+    positions the new queries can see, ``max(0, start - W + 1) … start + T - 1``, oldest first."""
+    __tracebackhide__ = True
+    gen = make_generator(seed)
+    cases = [(4, 0, 3), (4, 2, 1), (4, 5, 1), (4, 9, 2), (3, 3, 3), (5, 7, 4), (1, 6, 1)]
+    for _ in range(5 if thorough else 0):
+        W = randint(gen, 1, 8)
+        cases.append((W, randint(gen, 0, 3 * W), randint(gen, 1, W)))
+    for W, start, T in cases:
+        B, nkv, hs = 2, randint(gen, 1, 3), 4
+        sequence = randn(gen, B, nkv, start + T, hs, dtype=torch.float32)  # (B, nkv, S, hs)
+        buffer = ring(sequence, start, W, gen)  # (B, nkv, W, hs)
+        new = sequence[:, :, start:].clone()  # (B, nkv, T, hs)
+        before = buffer.clone(), new.clone()
+        result = call(rolling_cache_update, UPDATE, (buffer, new, start))
+        expect_unmodified(before, (buffer, new), UPDATE)
+        inputs = describe((buffer, new, start))
+        out, seen = expect_pair(result, UPDATE, "buffer", "recent")
+        expect_shape(out, buffer.shape, f"The buffer `{UPDATE}` returns", inputs, "W slots")
+        expected = recent(sequence, start, T, W)  # (B, nkv, n, hs)
+        if not close(seen, expected):
+            variants = _update_variants(sequence, buffer, start, T, W)
+            fail(
+                first_match(seen, variants)
+                or f"`{UPDATE}(buffer, new, start={start})` with W={W}, T={T} should return "
+                f"positions {max(0, start - W + 1)} … {start + T - 1}, oldest first, "
+                f"{fmt_shape(expected.shape)}: got {fmt_shape(seen.shape)} that differ."
+            )
+        _expect_ring(out, sequence, start, T, W)

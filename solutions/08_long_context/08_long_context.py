@@ -54,13 +54,28 @@
 # `(B, nkv, S, hs)`.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
+import math
 import warnings
 
 import matplotlib.pyplot as plt
 import torch
+import torch.nn.functional as F
+from torch import nn
 
-from autograder.checks.nb08_window import check_sliding_window_mask_values
+from autograder.checks.nb08_mla import (
+    check_absorbed_mla_matches_naive,
+    check_absorbed_mla_memory,
+    check_mla_decoding,
+    check_mla_full_pass,
+)
+from autograder.checks.nb08_mla_cache import check_mla_cache_bytes
+from autograder.checks.nb08_rolling import check_sliding_window_decoding
+from autograder.checks.nb08_window import (
+    check_rolling_cache_update,
+    check_sliding_window_mask_values,
+)
 from autograder.tools.nb03_masks import plot_masks
+from autograder.tools.nb06_gpu import track_tensors
 
 warnings.filterwarnings("ignore")
 torch.manual_seed(0)
@@ -127,6 +142,200 @@ plt.show()
 
 # %% [markdown]
 # ## 2 · Decoding with a rolling KV cache
+#
+# With a window, a key older than $W$ positions is never read again, so the cache needs only $W$
+# slots per layer, however long the text. Mistral's reference code keeps them in a **ring
+# buffer**: position $p$ is written into slot $p \bmod W$, over the key that was there $W$
+# positions earlier. Nothing is ever moved.
+#
+# ```
+#  W = 4 slots            slot 0  slot 1  slot 2  slot 3
+#  after positions 0-3      p0      p1      p2      p3
+#  after position 4         p4      p1      p2      p3      p4 overwrote p0
+#  after position 6         p4      p5      p6      p3      oldest is p3, in slot 3
+# ```
+#
+# The slots are no longer in position order once the ring has wrapped. For one new query that
+# does not matter, since attention is a weighted sum and the order of the keys changes nothing.
+# It matters as soon as anything depends on the order: a chunk of several new tokens needs a
+# mask in which every query sees its own window, and that mask is laid out by position. So the
+# cache is read **oldest position first** (Mistral calls it `unrotate`).
+#
+# Which old positions are needed? The new queries sit at `start … start+T-1`. The first of them
+# sees `start - W + 1 … start`: so the `W - 1` positions before `start` (fewer at the beginning
+# of the text), then the `T` new ones.
+#
+# ### Exercise 2 · `rolling_cache_update`
+#
+# **Difficulty** ●●○ · **Importance** ★★★ (Mistral's rotating buffer) · **Time** ~15 min
+#
+# Given the ring `buffer (B, nkv, W, hs)` holding positions before `start` in slots `p % W`, and
+# `new (B, nkv, T, hs)` for positions `start … start+T-1` (`1 ≤ T ≤ W`), return
+# `(buffer, recent)`: a **new** buffer with the new positions written in their slots (leave the
+# one you were given unchanged), and `recent`, positions `max(0, start - W + 1) … start + T - 1`
+# in position order. Read the old positions before you write: a new one may land on a slot whose
+# position the first new queries still need.
+#
+# <details><summary>Hint 1: the old positions</summary>
+#
+# `past = min(start, W - 1)` of them, at positions `torch.arange(start - past, start)`; their
+# slots are those positions `% W`. Indexing `buffer[:, :, slots]` with that tensor returns them
+# in the order of `slots`, oldest first.
+# </details>
+#
+# <details><summary>Hint 2: writing</summary>
+#
+# `buffer = buffer.clone()`, then `buffer[:, :, torch.arange(start, start + T) % W] = new`.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "rolling_cache_update", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def rolling_cache_update(
+    buffer: torch.Tensor, new: torch.Tensor, start: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Write ``new`` into a ring buffer of ``W`` slots and return what the new queries can see.
+
+    Args:
+        buffer: ``(B, nkv, W, hs)``; position ``p < start`` lives in slot ``p % W``.
+        new: ``(B, nkv, T, hs)``, positions ``start … start + T - 1``, ``1 <= T <= W``.
+        start: the position of the first new entry.
+
+    Returns:
+        ``(buffer, recent)``: a new ``(B, nkv, W, hs)`` buffer holding the new positions too, and
+        ``recent (B, nkv, n, hs)``: positions ``max(0, start - W + 1) … start + T - 1``, oldest
+        first.
+    """
+    ### BEGIN SOLUTION
+    W, T = buffer.shape[2], new.shape[2]
+    past = min(start, W - 1)  # old positions the first new query still sees
+    slots = torch.arange(start - past, start, device=buffer.device) % W  # (past,), oldest first
+    recent = torch.cat([buffer[:, :, slots], new], dim=2)  # (B, nkv, past + T, hs)
+    buffer = buffer.clone()
+    buffer[:, :, torch.arange(start, start + T, device=buffer.device) % W] = new
+    return buffer, recent
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_rolling_cache_update_positions", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""rolling_cache_update writes slot p % W and returns positions start - W + 1 … start + T - 1, oldest first."""
+check_rolling_cache_update(rolling_cache_update)
+### BEGIN HIDDEN TESTS
+check_rolling_cache_update(rolling_cache_update, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Positions stay absolute
+#
+# The slot says where a key is stored, not where its token sits in the text. RoPE (notebook 04)
+# must turn each query and key by its **absolute position** `start + t`: token 4 and token 0
+# share slot 0 of a 4-slot ring, and rotating token 4 as if it were at position 0 would put it
+# right next to every token it follows. Keys are rotated once, when they are written, and stored
+# rotated, exactly as in notebook 04's cache. Here is notebook 04's `apply_rope`, given:
+
+
+# %%
+def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """Notebook 04's rotary embedding: pair ``(x_i, x_{i+hs/2})`` of ``x (..., T, hs)`` turned by
+    ``positions (T,) · base^(-2i/hs)``, angles in float32, the result in ``x.dtype``."""
+    hs = x.shape[-1]
+    theta = base ** -(torch.arange(0, hs, 2, device=x.device, dtype=torch.float32) / hs)
+    angles = positions.to(x.device, torch.float32)[:, None] * theta  # (T, hs/2)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)  # (T, hs/2) each
+    x1, x2 = x[..., : hs // 2], x[..., hs // 2 :]  # (..., T, hs/2) each
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)  # (..., T, hs)
+
+
+# %% [markdown]
+# ### Exercise 3 · `sliding_window_attention`
+#
+# **Difficulty** ●●○ · **Importance** ★★★ (the strongest test of the cache) · **Time** ~15 min
+#
+# One decoding step of a sliding-window layer. It receives the new queries, keys and values
+# *before* rotation, `q (B, nh, T, hs)`, `k` and `v (B, nkv, T, hs)`, for positions
+# `start … start+T-1` (`T ≤ W`), and the two rings `cache_k`, `cache_v (B, nkv, W, hs)`
+# (rotated keys, raw values). Rotate `q` and `k` at their absolute positions, update both rings
+# with your `rolling_cache_update`, attend with `sliding_window_mask(T, W, S)` over the recent
+# keys (`F.scaled_dot_product_attention(..., enable_gqa=True)` groups the heads), and return
+# `(out (B, nh, T, hs), (cache_k, cache_v))`. Fed a whole sequence piece by piece, starting from
+# empty rings, it must give what one full pass with the window mask gives.
+#
+# <details><summary>Hint</summary>
+#
+# `positions = torch.arange(start, start + T)`; then `apply_rope` on `q` and `k`; two calls of
+# `rolling_cache_update`; `S = keys.shape[2]`.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "sliding_window_attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def sliding_window_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cache_k: torch.Tensor,
+    cache_v: torch.Tensor,
+    start: int,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """Attend the new positions ``start … start+T-1`` through rings of ``W`` slots.
+
+    Args:
+        q: new queries ``(B, nh, T, hs)``, not rotated yet.
+        k, v: new keys and values ``(B, nkv, T, hs)``, not rotated yet; ``T <= W``.
+        cache_k, cache_v: the rings ``(B, nkv, W, hs)``: rotated keys, raw values.
+        start: the absolute position of the first new token.
+
+    Returns:
+        ``(out (B, nh, T, hs), (cache_k, cache_v))`` with the new positions written.
+    """
+    ### BEGIN SOLUTION
+    T, W = q.shape[2], cache_k.shape[2]
+    positions = torch.arange(start, start + T, device=q.device)  # (T,): absolute, not slots
+    q, k = apply_rope(q, positions), apply_rope(k, positions)
+    cache_k, keys = rolling_cache_update(cache_k, k, start)  # keys (B, nkv, S, hs)
+    cache_v, values = rolling_cache_update(cache_v, v, start)  # values (B, nkv, S, hs)
+    mask = sliding_window_mask(T, W, keys.shape[2], device=q.device)  # (T, S)
+    out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
+    return out, (cache_k, cache_v)  # out (B, nh, T, hs)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_sliding_window_attention_decoding", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+"""Decoding token by token and in chunks through the rings equals one full pass with the window mask."""
+check_sliding_window_decoding(sliding_window_attention)
+### BEGIN HIDDEN TESTS
+check_sliding_window_decoding(sliding_window_attention, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Decode 11 tokens one at a time through a ring of 4 slots and compare with one full pass. The
+# ring never holds more than 4 keys, and the positions stored in its slots show the wrap.
+
+# %%
+torch.manual_seed(0)
+B, nh, nkv, S, hs, W = 1, 4, 2, 11, 8, 4
+q, k, v = torch.randn(B, nh, S, hs), torch.randn(B, nkv, S, hs), torch.randn(B, nkv, S, hs)
+positions = torch.arange(S)
+full = F.scaled_dot_product_attention(
+    apply_rope(q, positions),
+    apply_rope(k, positions),
+    v,
+    attn_mask=sliding_window_mask(S, W),
+    enable_gqa=True,
+)  # (B, nh, S, hs)
+cache = torch.zeros(B, nkv, W, hs), torch.zeros(B, nkv, W, hs)
+steps = []
+for t in range(S):
+    out, cache = sliding_window_attention(
+        q[:, :, t : t + 1], k[:, :, t : t + 1], v[:, :, t : t + 1], *cache, start=t
+    )
+    steps.append(out)
+print(
+    "token by token vs full pass, largest difference:",
+    (torch.cat(steps, 2) - full).abs().max().item(),
+)
+print(
+    "positions held in slots 0..3 at the end:",
+    [p for s in range(W) for p in range(S - W, S) if p % W == s],
+)
 
 # %% [markdown]
 # ## 3 · Attention sinks
@@ -135,7 +344,371 @@ plt.show()
 # ## 4 · Multi-head latent attention (MLA)
 
 # %% [markdown]
-# <!-- MLA section: owned by the MLA helper -->
+# Grouped-query attention shrinks the cache by letting heads share keys and values; MQA goes all
+# the way to one shared head. DeepSeek-V2 (2024) took a third road, kept in V3, R1 and Kimi K2:
+# every head keeps keys and values of its own, but the cache stores none of them. Per token it
+# stores one short **latent** vector $c$ (512 numbers in DeepSeek-V3), and each head re-makes its
+# keys and values from it with learned up-projections. That is **multi-head latent attention**.
+#
+# One layer, token $t$, head $h$ (vectors as columns, DeepSeek's names in code font):
+#
+# | step | what | DeepSeek's layer | width |
+# |---|---|---|---|
+# | compress | $c_t = \mathrm{RMSNorm}(W^{DKV} x_t)$, the latent | `wkv_a`, then `kv_norm` | $d_c$ |
+# | decoupled RoPE key | $k^R_t = \mathrm{rope}(W^{KR} x_t, t)$, one for **all** heads | `wkv_a` too | $d_r$ |
+# | up-project | $k^{C}_{t,h} = W^{UK}_h c_t$, $\;v_{t,h} = W^{UV}_h c_t$ | `wkv_b` | $d_h$ each |
+# | query | $[\,q^C_{t,h} \mid \mathrm{rope}(q^R_{t,h}, t)\,]$ | `wq` | $d_h + d_r$ |
+# | score | $\big(q^C_{t,h} \cdot k^C_{s,h} + q^R_{t,h} \cdot k^R_s\big) / \sqrt{d_h + d_r}$ | | |
+# | output | $\sum_s p_{ts,h}\, v_{s,h}$ per head, heads merged | `wo` | $d_{model}$ |
+#
+# In code: `d_latent` $= d_c$, `head_dim` $= d_h$ (the no-RoPE part of a query or key, and a
+# value), `d_rope` $= d_r$. One `wkv_a` makes the latent and the RoPE key side by side; one
+# `wkv_b` makes, for each head in turn, its $d_h$ key features then its $d_h$ value features
+# (`[k_nope | v]`, the rows of $W^{UK}_h$ then of $W^{UV}_h$). The cache holds, per layer and
+# token, $c_t$ and $k^R_t$: $d_c + d_r = 576$ numbers in DeepSeek-V3, where multi-head attention
+# with the same 128 heads of 128 would hold $2 \times 128 \times 128 = 32{,}768$.
+#
+# **Why a separate RoPE key?** The next exercise's trick ("absorption") rewrites
+# $q \cdot (W^{UK} c_s)$ as $(W^{UK\top} q) \cdot c_s$, so that attention reads the cached latent
+# without re-making any key. Rotate the keys $W^{UK} c_s$ by their position and a rotation that
+# depends on $s$ lands between $W^{UK}$ and $c_s$: the rewrite no longer holds for all positions
+# at once. So the keys made from the latent carry no position at all; position lives in a small
+# extra part of $d_r$ features, rotated as in notebook 04 and shared by every head, so it costs
+# the cache only $d_r$ numbers per token.
+#
+# DeepSeek-V3 also makes its queries through a low-rank step (`wq_a`, a norm, `wq_b`): that saves
+# memory in training, not in the cache, so here one `wq` does it, as in DeepSeek-V2-Lite.
+# DeepSeek's own code rotates neighbouring pairs of features; this course pairs halves (notebook
+# 04's `apply_rope`), which is the same rotation on reordered features.
+#
+# ### Exercise MLA-1 · `MultiHeadLatentAttention`
+#
+# **Difficulty** ●●● · **Importance** ★★☆ (DeepSeek-V2 and V3, Kimi K2) · **Time** ~25 min
+#
+# `__init__(d_model, num_heads, d_latent, head_dim, d_rope)` stores the four sizes (as
+# `self.num_heads`, `self.d_latent`, `self.head_dim`, `self.d_rope`) and builds, all with
+# `bias=False`: `wq = nn.Linear(d_model, num_heads * (head_dim + d_rope))`,
+# `wkv_a = nn.Linear(d_model, d_latent + d_rope)`, `kv_norm = nn.RMSNorm(d_latent)`,
+# `wkv_b = nn.Linear(d_latent, num_heads * 2 * head_dim)` and
+# `wo = nn.Linear(num_heads * head_dim, d_model)`.
+#
+# `forward(x, past_kv=None) -> (out, (c_kv, k_rope))` is causal self-attention. The new tokens sit
+# at positions `P … P+T-1`, where `P` is the cache's length (0 without one). Compute the queries,
+# the normalised latent and the rotated RoPE key of the new tokens, append the latent and the key
+# to `past_kv` along dim 1, then up-project the **whole** latent into each head's `k_nope` and `v`
+# and attend. Return the cache `(c_kv (B, S, d_latent), k_rope (B, S, d_rope))`: nothing
+# up-projected goes in it. The tests compare your module with DeepSeek's computation on your own
+# weights, then decode in pieces and compare with one full pass.
+#
+# <details><summary>Hint 1: splitting per head</summary>
+#
+# `self.wq(x).view(B, T, num_heads, head_dim + d_rope).transpose(1, 2)` gives each head its own
+# `[q_nope | q_rope]`; `.split([head_dim, d_rope], dim=-1)` separates them. Do the same with
+# `self.wkv_b(c_kv)` viewed as `(B, S, num_heads, 2 * head_dim)`. Splitting the flat output in two
+# halves first would hand head 0 the keys of heads 0 and 1.
+# </details>
+#
+# <details><summary>Hint 2: one RoPE key for every head</summary>
+#
+# `k_rope` is `(B, S, d_rope)`; `k_rope[:, None].expand(B, num_heads, S, d_rope)` lends it to every
+# head without copying. Keys `torch.cat([k_nope, that], -1)` and queries `torch.cat([q_nope,
+# q_rope], -1)` are both `head_dim + d_rope` wide, so `F.scaled_dot_product_attention` with a
+# bottom-right causal mask scales by $1/\sqrt{d_h + d_r}$ on its own.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "MultiHeadLatentAttention", "locked": false, "schema_version": 3, "solution": true, "task": false}
+class MultiHeadLatentAttention(nn.Module):
+    """Causal multi-head latent attention in DeepSeek's layout, caching only a latent per token.
+
+    Attributes:
+        num_heads, d_latent, head_dim, d_rope: the sizes given.
+        wq: ``Linear(d_model, nh * (head_dim + d_rope))``, each head's ``[q_nope | q_rope]``.
+        wkv_a: ``Linear(d_model, d_latent + d_rope)``, the latent then the shared RoPE key.
+        kv_norm: ``RMSNorm(d_latent)``, applied to the latent before caching it.
+        wkv_b: ``Linear(d_latent, nh * 2 * head_dim)``, each head's ``[k_nope | v]``.
+        wo: ``Linear(nh * head_dim, d_model)``. No projection has a bias.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_latent: int, head_dim: int, d_rope: int):
+        super().__init__()
+        ### BEGIN SOLUTION
+        self.num_heads, self.d_latent, self.head_dim, self.d_rope = (
+            num_heads,
+            d_latent,
+            head_dim,
+            d_rope,
+        )
+        self.wq = nn.Linear(d_model, num_heads * (head_dim + d_rope), bias=False)
+        self.wkv_a = nn.Linear(d_model, d_latent + d_rope, bias=False)
+        self.kv_norm = nn.RMSNorm(d_latent)
+        self.wkv_b = nn.Linear(d_latent, num_heads * 2 * head_dim, bias=False)
+        self.wo = nn.Linear(num_heads * head_dim, d_model, bias=False)
+        ### END SOLUTION
+
+    def forward(
+        self, x: torch.Tensor, past_kv: tuple[torch.Tensor, torch.Tensor] | None = None
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """Attend from the ``T`` new tokens to the cached ones and to themselves, causally.
+
+        Args:
+            x: the new tokens ``(B, T, C)``, at positions ``P … P+T-1``.
+            past_kv: ``(c_kv (B, P, d_latent), k_rope (B, P, d_rope))``, or None at the start.
+
+        Returns:
+            ``(out (B, T, C), (c_kv (B, S, d_latent), k_rope (B, S, d_rope)))``, ``S = P + T``:
+            the normalised latent and the rotated RoPE key of every position so far.
+        """
+        ### BEGIN SOLUTION
+        B, T, _ = x.shape
+        nh, hd, dr = self.num_heads, self.head_dim, self.d_rope
+        P = 0 if past_kv is None else past_kv[0].shape[1]
+        positions = torch.arange(P, P + T, device=x.device)  # (T,)
+        q = self.wq(x).view(B, T, nh, hd + dr).transpose(1, 2)  # (B, nh, T, hd + dr)
+        q_nope, q_rope = q.split([hd, dr], dim=-1)  # (B, nh, T, hd), (B, nh, T, dr)
+        c_kv, k_rope = self.wkv_a(x).split([self.d_latent, dr], dim=-1)  # (B, T, dc), (B, T, dr)
+        c_kv, k_rope = self.kv_norm(c_kv), apply_rope(k_rope, positions)
+        if past_kv is not None:
+            c_kv = torch.cat([past_kv[0], c_kv], dim=1)  # (B, S, dc)
+            k_rope = torch.cat([past_kv[1], k_rope], dim=1)  # (B, S, dr)
+        S = c_kv.shape[1]
+        kv = self.wkv_b(c_kv).view(B, S, nh, 2 * hd).transpose(1, 2)  # (B, nh, S, 2 hd)
+        k_nope, v = kv.split([hd, hd], dim=-1)  # (B, nh, S, hd) each
+        q = torch.cat([q_nope, apply_rope(q_rope, positions)], dim=-1)  # (B, nh, T, hd + dr)
+        k = torch.cat([k_nope, k_rope[:, None].expand(B, nh, S, dr)], dim=-1)  # (B,nh,S,hd+dr)
+        mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)  # (T, S)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, scale=1 / math.sqrt(hd + dr)
+        )  # (B, nh, T, hd + dr) @ (B, nh, hd + dr, S) -> (B, nh, T, S) -> (B, nh, T, hd)
+        out = out.transpose(1, 2).reshape(B, T, nh * hd)  # (B, T, nh * hd)
+        return self.wo(out), (c_kv, k_rope)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_MultiHeadLatentAttention_full_pass", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+"""MLA equals DeepSeek's computation on your weights; the cache holds kv_norm(latent) and the rotated RoPE key."""
+check_mla_full_pass(MultiHeadLatentAttention)
+### BEGIN HIDDEN TESTS
+check_mla_full_pass(MultiHeadLatentAttention, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_MultiHeadLatentAttention_decoding", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Decoding in pieces with the latent cache equals one full causal pass, cache included."""
+check_mla_decoding(MultiHeadLatentAttention)
+### BEGIN HIDDEN TESTS
+check_mla_decoding(MultiHeadLatentAttention, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# What one token costs this module's cache, next to what multi-head attention with the same heads
+# would keep (keys `head_dim + d_rope` wide, values `head_dim`), in numbers per layer:
+
+# %%
+torch.manual_seed(0)
+mla = MultiHeadLatentAttention(d_model=64, num_heads=8, d_latent=16, head_dim=8, d_rope=4).eval()
+with torch.no_grad():
+    _, (c_kv, k_rope) = mla(torch.randn(1, 5, 64))  # (B, T, C)
+per_token = (c_kv.numel() + k_rope.numel()) // 5
+print(f"cache: c_kv {tuple(c_kv.shape)}, k_rope {tuple(k_rope.shape)}: {per_token} numbers/token")
+print(f"MHA with the same heads: {8 * (8 + 4) + 8 * 8} numbers/token")
+
+# %% [markdown]
+# ### Absorbing the up-projections
+#
+# Decoding one token with the module above re-makes every cached position's keys and values for
+# every head: a `(B, nh, S, head_dim)` tensor twice per layer and per token, just what the latent
+# was meant to save. Matrix products regroup. For head $h$, query $q$ (its no-RoPE part) and
+# cached latent $c_s$:
+#
+# $$q \cdot (W^{UK}_h c_s) = (W^{UK\top}_h q) \cdot c_s, \qquad
+# \sum_s p_s\, W^{UV}_h c_s = W^{UV}_h \Big(\sum_s p_s\, c_s\Big).$$
+#
+# So turn each head's query into a **latent query** $W^{UK\top}_h q$ (`d_latent` wide), score it
+# against the cached latents themselves (plus $q^R \cdot k^R_s$ as before), average the cached
+# latents with the weights, and only then apply $W^{UV}_h$ to that one `d_latent` vector per head
+# and query. $W^{UK}$ has been **absorbed** into the query side and $W^{UV}$ into the output side:
+# at inference the weights never change, so serving code may even multiply them into `wq` and
+# `wo` once. The scores are the same numbers as before, so the scale stays
+# $1/\sqrt{d_h + d_r}$, not one over the square root of the latent query's width.
+#
+# Seen from the cache, this is multi-query attention: one shared "head" whose keys are
+# $[c_s \mid k^R_s]$ ($d_c + d_r$ wide) and whose values are the first $d_c$ features of those same
+# keys. That is why DeepSeek's FlashMLA and vLLM decode MLA with MQA-shaped kernels. The price is
+# arithmetic: a latent query is $d_c$ wide instead of $d_h$, so for a long prompt (many queries at
+# once) the naive form is cheaper, and serving code uses it for the prompt and the absorbed form
+# for decoding.
+#
+# ### Exercise MLA-2 · `AbsorbedLatentAttention`
+#
+# **Difficulty** ●●● · **Importance** ★★☆ (how MLA is served) · **Time** ~20 min
+#
+# A subclass of your `MultiHeadLatentAttention`, with the same `__init__`, weights, `forward`
+# signature and returned cache; only the attention differs. Take each head's $W^{UK}_h$ and
+# $W^{UV}_h$ from `self.wkv_b.weight` inside `forward` (weights may be loaded after `__init__`),
+# and never up-project the cache. The first test compares your module with the naive computation
+# on the same weights, in a full pass and decoding in pieces; the second decodes one token after
+# 39 cached positions and fails if any operator creates a tensor as large as the up-projected keys
+# (or values) of the cache.
+#
+# <details><summary>Hint 1: where W_UK and W_UV are</summary>
+#
+# `nn.Linear` stores its weight as `(out_features, in_features)`, so
+# `self.wkv_b.weight.view(num_heads, 2 * head_dim, d_latent)` holds, per head, the `head_dim` rows
+# of $W^{UK}_h$ then the `head_dim` rows of $W^{UV}_h$: `w[:, :head_dim]` and `w[:, head_dim:]`,
+# each `(nh, head_dim, d_latent)`.
+# </details>
+#
+# <details><summary>Hint 2: the three products</summary>
+#
+# `q_lat = q_nope @ w_uk`: `(B, nh, T, hd) @ (nh, hd, dc) -> (B, nh, T, dc)`. Scores
+# `torch.einsum("bhtc,bsc->bhts", q_lat, c_kv)` plus the same with `q_rope` and `k_rope`, scaled,
+# masked, softmaxed; `out_lat = torch.einsum("bhts,bsc->bhtc", weights, c_kv)`; then
+# `out_lat @ w_uv.transpose(1, 2)` gives `(B, nh, T, hd)`, merged and passed to `wo` as before.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "AbsorbedLatentAttention", "locked": false, "schema_version": 3, "solution": true, "task": false}
+class AbsorbedLatentAttention(MultiHeadLatentAttention):
+    """``MultiHeadLatentAttention`` with W_UK absorbed into the queries and W_UV into the output:
+    attention reads the cached latent directly."""
+
+    def forward(
+        self, x: torch.Tensor, past_kv: tuple[torch.Tensor, torch.Tensor] | None = None
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """As ``MultiHeadLatentAttention.forward``: same arguments, outputs and cache."""
+        ### BEGIN SOLUTION
+        B, T, _ = x.shape
+        nh, hd, dr, dc = self.num_heads, self.head_dim, self.d_rope, self.d_latent
+        P = 0 if past_kv is None else past_kv[0].shape[1]
+        positions = torch.arange(P, P + T, device=x.device)  # (T,)
+        q = self.wq(x).view(B, T, nh, hd + dr).transpose(1, 2)  # (B, nh, T, hd + dr)
+        q_nope, q_rope = q.split([hd, dr], dim=-1)  # (B, nh, T, hd), (B, nh, T, dr)
+        c_kv, k_rope = self.wkv_a(x).split([dc, dr], dim=-1)  # (B, T, dc), (B, T, dr)
+        c_kv, k_rope = self.kv_norm(c_kv), apply_rope(k_rope, positions)
+        if past_kv is not None:
+            c_kv = torch.cat([past_kv[0], c_kv], dim=1)  # (B, S, dc)
+            k_rope = torch.cat([past_kv[1], k_rope], dim=1)  # (B, S, dr)
+        S = c_kv.shape[1]
+        w = self.wkv_b.weight.view(nh, 2 * hd, dc)  # per head: W_UK's rows, then W_UV's
+        w_uk, w_uv = w[:, :hd], w[:, hd:]  # (nh, hd, dc) each
+        q_lat = q_nope @ w_uk  # (B, nh, T, hd) @ (nh, hd, dc) -> (B, nh, T, dc)
+        q_rope = apply_rope(q_rope, positions)  # (B, nh, T, dr)
+        scores = torch.einsum("bhtc,bsc->bhts", q_lat, c_kv)  # (B, nh, T, S)
+        scores = scores + torch.einsum("bhtr,bsr->bhts", q_rope, k_rope)  # (B, nh, T, S)
+        scores = scores / math.sqrt(hd + dr)  # the naive scores' scale
+        mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)  # (T, S)
+        weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+        out_lat = torch.einsum("bhts,bsc->bhtc", weights, c_kv)  # (B, nh, T, dc)
+        out = out_lat @ w_uv.transpose(1, 2)  # (B, nh, T, dc) @ (nh, dc, hd) -> (B, nh, T, hd)
+        out = out.transpose(1, 2).reshape(B, T, nh * hd)  # (B, T, nh * hd)
+        return self.wo(out), (c_kv, k_rope)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_AbsorbedLatentAttention_matches_naive", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""With the same weights, the absorbed module gives the naive outputs and cache, in one pass and decoding."""
+check_absorbed_mla_matches_naive(AbsorbedLatentAttention)
+### BEGIN HIDDEN TESTS
+check_absorbed_mla_matches_naive(AbsorbedLatentAttention, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_AbsorbedLatentAttention_memory", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Decoding a token never creates a tensor as large as the cache's up-projected keys or values."""
+check_absorbed_mla_memory(AbsorbedLatentAttention)
+### BEGIN HIDDEN TESTS
+check_absorbed_mla_memory(AbsorbedLatentAttention, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# The same weights in both modules: prompt in one pass, then three tokens one at a time. The
+# outputs agree to rounding, and the largest tensor each creates for the last token shows what
+# absorption saves (PyTorch's dispatcher sees every tensor an operator makes).
+
+# %%
+torch.manual_seed(0)
+naive = MultiHeadLatentAttention(d_model=64, num_heads=8, d_latent=16, head_dim=32, d_rope=4)
+absorbed = AbsorbedLatentAttention(d_model=64, num_heads=8, d_latent=16, head_dim=32, d_rope=4)
+absorbed.load_state_dict(naive.state_dict())
+x = torch.randn(1, 40, 64)  # (B, T, C)
+with torch.no_grad():
+    caches = {"naive": None, "absorbed": None}
+    outs = {"naive": [], "absorbed": []}
+    for name, module in (("naive", naive), ("absorbed", absorbed)):
+        for start, stop in ((0, 37), (37, 38), (38, 39), (39, 40)):
+            if stop == 40:
+                with track_tensors() as largest:
+                    out, caches[name] = module(x[:, start:stop], caches[name])
+                print(f"{name:>8}: largest tensor made for the last token {largest.describe()}")
+            else:
+                out, caches[name] = module(x[:, start:stop], caches[name])
+            outs[name].append(out)
+difference = (torch.cat(outs["naive"], 1) - torch.cat(outs["absorbed"], 1)).abs().max().item()
+print(f"largest difference between the two modules' outputs: {difference:.1e}")
+
+# %% [markdown]
+# ### What the latent saves: DeepSeek-V3's cache per token
+#
+# One formula gives the size of any latent cache; then DeepSeek-V3's, beside the other three
+# ways to cache keys and values.
+#
+# ### Exercise MLA-3 · `mla_cache_bytes`
+#
+# **Difficulty** ●○○ · **Importance** ★★★ (the number behind MLA) · **Time** ~5 min
+#
+# Bytes of a latent cache: every layer stores, for each sequence of the batch and each position,
+# one latent of `d_latent` values and one RoPE key of `d_rope` values. Count with integer
+# arithmetic only (the test refuses a function that builds tensors to measure them).
+
+
+# %% nbgrader={"grade": false, "grade_id": "mla_cache_bytes", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def mla_cache_bytes(
+    num_layers: int,
+    d_latent: int,
+    d_rope: int,
+    seq_len: int,
+    batch_size: int = 1,
+    bytes_per_value: int = 2,
+) -> int:
+    """Bytes of the latent caches of ``num_layers`` layers: ``(B, S, d_latent)`` plus
+    ``(B, S, d_rope)`` per layer, ``bytes_per_value`` bytes each (2 for bfloat16)."""
+    ### BEGIN SOLUTION
+    per_token = num_layers * (d_latent + d_rope) * bytes_per_value  # one latent, one RoPE key
+    return per_token * seq_len * batch_size
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_mla_cache_bytes_values", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""mla_cache_bytes equals the bytes of the latent and RoPE-key tensors, DeepSeek-V3 included."""
+check_mla_cache_bytes(mla_cache_bytes)
+### BEGIN HIDDEN TESTS
+check_mla_cache_bytes(mla_cache_bytes, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# DeepSeek-V3 has 61 layers of 128 heads, `head_dim` 128, `d_latent` 512 and `d_rope` 64, and
+# caches in bfloat16. Its cache per token next to what the same 128 heads would need as
+# multi-head attention, as GQA with 8 key/value heads (Llama 3 70B's choice) and as MQA,
+# `2 × layers × kv heads × head_dim × 2` bytes each (notebook 04's `kv_cache_bytes`):
+
+# %%
+layers, heads, head_dim = 61, 128, 128
+rows = {
+    "MLA (d_latent 512 + d_rope 64)": mla_cache_bytes(layers, 512, 64, seq_len=1),
+    "MHA, 128 kv heads": 2 * layers * heads * head_dim * 2,
+    "GQA, 8 kv heads": 2 * layers * 8 * head_dim * 2,
+    "MQA, 1 kv head": 2 * layers * 1 * head_dim * 2,
+}
+for name, per_token in rows.items():
+    at_128k = per_token * 128 * 1024 / 2**30
+    print(f"{name:<32} {per_token:>10,} B/token  {at_128k:8.1f} GiB for 128k tokens")
+
+# %% [markdown]
+# MLA's 70,272 bytes per token are 57 times less than multi-head attention's, and about what
+# GQA would cache with 2.25 key/value heads ($576 = 2.25 \times 2 \times 128$). MQA caches less
+# still, but gives every head the same keys and values; MLA gives each of the 128 heads keys and
+# values of its own, re-made from the latent, and DeepSeek-V2's paper reports it matching or
+# beating multi-head attention where MQA and GQA fall behind. The decoupled RoPE key is 64 of the
+# 576 numbers: positions cost MLA a ninth of its cache.
 
 # %% [markdown]
 # ## 5 · Long-context RoPE: interpolation, NTK and YaRN
