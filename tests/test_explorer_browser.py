@@ -23,7 +23,8 @@ a temporary folder. Then, as a learner would:
   Validate shows the score above the cells' boxes; ``check``, typed in a terminal, ends with
   its one-line summary;
 - every release notebook, untouched, runs to the end with Run All: every code cell gets an
-  execution count.
+  execution count;
+- a mock interview's notebook runs: its clock, a passing answer, the follow-ups.
 
 Screenshots of each step are written to ``test-screenshots/`` at the repository root (or to
 ``$BROWSER_SCREENSHOTS``) for a person to look at. Uses the system's Chromium (never
@@ -370,6 +371,39 @@ def test_explorer_renders_and_responds(lab):
     shot = SCREENSHOTS / "6-explorer.png"
     explorer.screenshot(path=str(shot))
     assert shot.stat().st_size > 10_000
+    page.close()
+
+
+_MOCK_ANSWER = """import math, torch
+
+def attention(q, k, v, bias=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if bias is not None:
+        scores = scores + bias
+    weights = torch.softmax(scores, -1).nan_to_num(0.0)
+    return weights @ v, weights
+"""
+
+
+def test_a_mock_interview_notebook_runs_in_the_lab(lab):
+    """One attempt of ``python -m autograder interview``, opened in the learner's JupyterLab:
+    Run All starts the clock (a live widget), the answer passes, the follow-ups render and the
+    clock says when it stopped."""
+    from autograder.interview import notebook as mock
+
+    new_page, work, _ = lab
+    path, _ = mock.write("attention", work, seed=0, variant_id="bias")
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[2].source = _MOCK_ANSWER  # the empty cell, answered
+    nbformat.write(nb, path)
+    page = new_page(f"/lab/tree/{mock.FOLDER}/{path.name}?reset")
+    _open_notebook(page)
+    _run_all(page, timeout_ms=60_000)
+    page.wait_for_selector("h2:has-text('Follow-up 1')")
+    page.wait_for_selector("text=/first passed after/")  # the clock's label, stopped
+    errors = page.locator(".jp-OutputArea-output[data-mime-type*='error']")
+    assert errors.count() == 0, errors.first.inner_text()[:500]
+    _shot(page, "7-mock-interview")
     page.close()
 
 
