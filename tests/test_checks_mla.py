@@ -13,6 +13,7 @@ from mistakes import mla as impls
 
 from autograder.checks import CheckFailure, _latent
 from autograder.checks import nb08_mla as checks
+from autograder.checks.replay import cells
 
 
 def test_published_numbers():
@@ -54,3 +55,26 @@ class AbsorbedOnUnfinishedMLA(UnfinishedMLA):
 def test_an_unfinished_mla_is_named(check):
     with pytest.raises(CheckFailure, match="builds on your `MultiHeadLatentAttention`, not writ"):
         check(AbsorbedOnUnfinishedMLA)
+
+
+def test_a_table_of_the_public_answers_fails_where_the_grader_verifies():
+    """The attack on a formula cell: record every size the public checks ask for, answer from
+    that table. It passes the checks as the learner runs them; the grader also draws sizes from a
+    secret, and the table has no answer there."""
+    answers = {}
+
+    def recording(*args, **kwargs):
+        answers[args, tuple(sorted(kwargs.items()))] = impls.bytes_formula(*args, **kwargs)
+        return answers[args, tuple(sorted(kwargs.items()))]
+
+    def table(*args, **kwargs):
+        return answers[args, tuple(sorted(kwargs.items()))]
+
+    for thorough in (False, True):
+        impls.BYTES(recording, seed=1, thorough=thorough)
+        impls.BYTES(table, seed=1, thorough=thorough)
+    source = "check_mla_cache_bytes(fn, seed=1, thorough=True)"
+    verdict = cells.verify_cell(source, cells.InProcessKernel({"fn": table}))
+    assert verdict.status == "refuted" and "KeyError" in verdict.message, verdict
+    verdict = cells.verify_cell(source, cells.InProcessKernel({"fn": impls.bytes_formula}))
+    assert verdict.status == "verified", verdict
