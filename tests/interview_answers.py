@@ -358,3 +358,35 @@ ANSWERS = {
     ("online_merge", "running"): merge_running,
     ("online_merge", "extension"): tiled_attention,
 }
+
+
+# ------------------------------------------------------------ wrong answers and their diagnosis
+
+
+def mha_not_causal(x, w_qkv, w_out, num_heads):
+    q, k, v = (_heads(t, num_heads) for t in (x @ w_qkv.T).split(x.shape[-1], dim=2))
+    return _merge(F.scaled_dot_product_attention(q, k, v)) @ w_out.T
+
+
+def decode_static_not_written(x, k_cache, v_cache, pos, q_proj, k_proj, v_proj, o_proj, nh, nkv):
+    k = torch.cat([k_cache[:, :, :pos], _heads(k_proj(x), nkv)], 2)  # a new tensor: the cache
+    v = torch.cat([v_cache[:, :, :pos], _heads(v_proj(x), nkv)], 2)  # itself never changes
+    return _decode(x, k, v, q_proj, o_proj, nh, nkv)
+
+
+def merge_not_rescaled(acc1, m1, l1, acc2, m2, l2):
+    return acc1 + acc2, torch.maximum(m1, m2), l1 + l2
+
+
+def block_post_ln(x, ln1, q_proj, k_proj, v_proj, out_proj, ln2, fc, proj, num_heads, causal=False):
+    x = ln1(x + out_proj(_block_attention(x, q_proj(x), k_proj(x), v_proj(x), num_heads, causal)))
+    return ln2(x + proj(F.gelu(fc(x))))
+
+
+WRONG = [  # (problem, variant, answer, words of its diagnosis)
+    ("causal_mha", "packed", mha_not_causal, "apply a causal mask"),
+    ("gqa_decode", "static", decode_static_not_written, "write them there in place"),
+    ("repeat_kv", "bshd", lambda x, n_rep: x.repeat(1, 1, n_rep, 1), "n_rep, dim=2)"),
+    ("online_merge", "running", merge_not_rescaled, "exp(m_old − m_new)"),
+    ("pre_ln_block", "separate", block_post_ln, "post-LN"),
+]

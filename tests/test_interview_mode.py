@@ -11,7 +11,7 @@ import re
 
 import nbformat
 import pytest
-from interview_answers import ANSWERS
+from interview_answers import ANSWERS, WRONG
 from mistakes import attention, cross, dropout, gqa, interview, masking, rope
 
 from autograder.checks.nb09_interview import CHOICES, check_choice
@@ -39,6 +39,13 @@ def test_the_bank_draws_from_the_whole_course():
 @pytest.mark.parametrize("problem, variant, task", TASKS, ids=lambda x: x if type(x) is str else "")
 def test_a_right_answer_passes_every_grader(problem, variant, task, one_thread):
     assert grade(task, ANSWERS[(problem, variant)]) is None
+
+
+@pytest.mark.parametrize(
+    "problem, variant, answer, words", WRONG, ids=lambda x: x if type(x) is str else ""
+)
+def test_a_wrong_answer_gets_the_checks_diagnosis(problem, variant, answer, words, one_thread):
+    assert words in grade(bank.PROBLEMS[problem].variant(variant).task, answer)
 
 
 # The course's own answers, pasted into a variant whose contract differs.
@@ -73,6 +80,16 @@ def test_a_variant_speaks_its_own_convention(one_thread):
     assert "True means the query may not attend" in grade(blocked, reads_true_as_allowed)
     halves = bank.PROBLEMS["rope"].variant("interleaved").task
     assert "neighbouring features" in grade(halves, rope.rope_hf_llama)
+
+
+def test_one_command_gives_a_new_problem(tmp_path, capsys):
+    from autograder.cli import main
+
+    assert main(["interview", "--folder", str(tmp_path)]) == 0
+    assert "Mock interview:" in capsys.readouterr().out
+    (written,) = (tmp_path / "interview").glob("*.ipynb")
+    assert written.stem == scorecard.load(tmp_path / "interview")["attempts"][0]["id"]
+    assert main(["interview", "no_such_problem", "--folder", str(tmp_path)]) == 2
 
 
 def test_two_attempts_at_a_problem_get_different_variants(tmp_path):

@@ -36,9 +36,16 @@ def _repeat_to_heads(fn):
     return repeat_kv
 
 
-def _repeat_task(name: str, signature: str, contract: str, adapt) -> Task:
+def _repeat_task(name: str, signature: str, contract: str, adapt, replacements=()) -> Task:
     grader = course_check(gqa.check_repeat_kv, adapt)
-    return Task(name, signature, contract, (grader,), (gqa.REPEAT,))
+    return Task(name, signature, contract, (grader,), (gqa.REPEAT,), (), replacements)
+
+
+_HEADS_THIRD = (  # the check speaks of heads in dim 1; this layout has them in dim 2
+    (".repeat(1, n_rep, 1, 1)", ".repeat(1, 1, n_rep, 1)"),
+    ("n_rep, dim=1)", "n_rep, dim=2)"),
+    ("head dimension (dim=1)", "head dimension (dim=2)"),
+)
 
 
 _GROUPS = (
@@ -61,6 +68,7 @@ REPEAT_KV = Problem(
                 "**Heads third**, the `(batch, seqlen, heads, head_dim)` layout of "
                 "FlashAttention's API: `x` (B, S, nkv, hs) -> (B, S, nkv·n_rep, hs). " + _GROUPS,
                 _repeat_bshd,
+                _HEADS_THIRD,
             ),
         ),
         Variant(
@@ -129,17 +137,23 @@ def _step_static(fn):
         if past is not None:
             k_cache[:, :, :P], v_cache[:, :, :P] = past
         out = one_tensor(fn(x, k_cache, v_cache, P, *layers, nh, nkv), "decode_step", "`out`")
+        if out.isnan().any():
+            fail(
+                "Your output is NaN: it reads slots of the cache past pos + T, which hold no "
+                "token yet; attend over k_cache[:, :, :pos + T] only."
+            )
         return out, (k_cache[:, :, : P + T].clone(), v_cache[:, :, : P + T].clone())
 
     return step
 
 
-def _step_task(signature: str, contract: str, step) -> Task:
+def _step_task(signature: str, contract: str, step, rewrites=(), replacements=()) -> Task:
     graders = tuple(
         course_check(check, lambda fn: _decoder(step(fn)))
         for check in (gqa.check_gqa_kv_cache, gqa.check_gqa_decoding)
     )
-    return Task("decode_step", signature, contract, graders, (gqa.FORWARD, gqa.GQA))
+    names = (gqa.FORWARD, gqa.GQA)
+    return Task("decode_step", signature, contract, graders, names, rewrites, replacements)
 
 
 _STEP = (
@@ -166,6 +180,7 @@ GQA_DECODE = Problem(
                 "before heads, FlashAttention's cache layout). Return `(out, (k, v))` with the "
                 "cache extended to (B, P + T, nkv, hs).",
                 _step_bshd,
+                replacements=(("torch.cat([past_k, k], dim=2)", "torch.cat([past_k, k], dim=1)"),),
             ),
         ),
         Variant(
@@ -178,6 +193,20 @@ GQA_DECODE = Problem(
                 "new keys and values into positions pos … pos + T − 1 **in place**, attend over "
                 "the first pos + T only, and return `out` alone.",
                 _step_static,
+                rewrites=(
+                    (
+                        "Your cached k and v should be",
+                        "After your call, k_cache and v_cache do not hold the new tokens' keys "
+                        "and values at positions pos … pos + T − 1: write them there in place, "
+                        "k_cache[:, :, pos:pos + T] = (k_proj(x) split into kv heads).",
+                    ),
+                    (
+                        "should be the past keys and values followed",
+                        "After your call, k_cache and v_cache do not hold the new tokens' keys "
+                        "and values at positions pos … pos + T − 1 behind the cached ones: "
+                        "write them there in place.",
+                    ),
+                ),
             ),
         ),
     ),
@@ -239,6 +268,18 @@ def _pool_state(fn):
                 f"`convert_state` should return a dict like its input, got {type(state).__name__}."
             )
         module = TorchGroupedQueryAttention(C, nh, nkv, bias=mha.q_proj.bias is not None)
+        expected = module.state_dict()
+        if set(state) != set(expected):
+            fail(f"`convert_state` returned the keys {sorted(state)}: keep the input's keys.")
+        for key, t in expected.items():
+            layout = "(nkv·hs, C)" if t.dim() == 2 else "(nkv·hs,)"
+            shaped(
+                one_tensor(state[key], "convert_state", f"`{key}`"),
+                t.shape,
+                "convert_state",
+                f"`{key}`",
+                layout if key.startswith(("k_proj", "v_proj")) else "unchanged",
+            )
         module.load_state_dict(state)
         return module
 

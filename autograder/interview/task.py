@@ -28,7 +28,9 @@ class Task:
     the graders that judge it. ``course_names`` are the names the course's checks give the
     function they call; a diagnosis names the learner's ``name`` instead. ``rewrites`` are
     ``(words, sentence)`` pairs: a diagnosis holding ``words`` speaks of the course's own
-    convention, which this variant changes, and ``sentence`` says it in the variant's terms."""
+    convention, which this variant changes, and ``sentence`` says it in the variant's terms;
+    ``replacements`` are ``(words, words)`` pairs changed inside any diagnosis (a dimension the
+    variant moves, say)."""
 
     name: str
     signature: str
@@ -36,6 +38,7 @@ class Task:
     graders: tuple[Grader, ...]
     course_names: tuple[str, ...] = ()
     rewrites: tuple[tuple[str, str], ...] = ()
+    replacements: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,8 @@ def grade(task: Task, answer) -> str | None:
         except CheckFailure as failure:
             message = str(failure)
             message = next((new for old, new in task.rewrites if old in message), message)
+            for old, new in task.replacements:
+                message = message.replace(old, new)
             for course_name in task.course_names:
                 message = message.replace(f"`{course_name}`", f"`{task.name}`")
             return message
