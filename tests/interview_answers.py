@@ -63,6 +63,35 @@ def attention_mask(lengths, max_len, causal=True):
     return mask & causal_mask(max_len, device=lengths.device) if causal else mask
 
 
+def window_mask(T, window, S=None):  # notebook 08's contract
+    S = T if S is None else S
+    position = torch.arange(S - T, S)[:, None]  # (T, 1): each query's place
+    keys = torch.arange(S)  # (S,)
+    return (keys <= position) & (keys > position - window)  # (T, S)
+
+
+def window_blocked(T, window, S=None):
+    return ~window_mask(T, window, S)
+
+
+def window_past_len(T, window, past_len=0):
+    return window_mask(T, window, T + past_len)
+
+
+def window_bias(T, window, S=None):
+    allowed = window_mask(T, window, S)
+    return torch.zeros(allowed.shape).masked_fill(~allowed, float("-inf"))
+
+
+def rolling_cache_update(buffer, new, start):
+    W, T = buffer.shape[2], new.shape[2]
+    old = torch.arange(max(0, start - W + 1), start)  # positions the new queries still see
+    recent = torch.cat([buffer[:, :, old % W], new], dim=2)  # read before overwriting
+    buffer = buffer.clone()
+    buffer[:, :, torch.arange(start, start + T) % W] = new
+    return buffer, recent
+
+
 def dropout_keep(q, k, v, keep_prob, training=True):
     _, weights = _attend(q, k, v)
     weights = F.dropout(weights, 1 - keep_prob, training)
@@ -357,6 +386,10 @@ ANSWERS = {
     ("online_merge", "lse"): merge_lse,
     ("online_merge", "running"): merge_running,
     ("online_merge", "extension"): tiled_attention,
+    ("sliding_window", "blocked"): window_blocked,
+    ("sliding_window", "past_len"): window_past_len,
+    ("sliding_window", "additive"): window_bias,
+    ("sliding_window", "extension"): rolling_cache_update,
 }
 
 

@@ -11,7 +11,7 @@ import re
 
 import nbformat
 import pytest
-from interview_answers import ANSWERS, WRONG
+from interview_answers import ANSWERS, WRONG, window_mask
 from mistakes import attention, cross, dropout, gqa, interview, masking, rope
 
 from autograder.checks.nb09_interview import CHOICES, check_choice
@@ -28,7 +28,7 @@ TASKS = [
 def test_the_bank_draws_from_the_whole_course():
     assert len(bank.PROBLEMS) >= 10
     taught = {n for p in bank.PROBLEMS.values() for n in re.findall(r"notebook (\d+)", p.taught)}
-    assert {"01", "02", "03", "04", "06", "09"} <= taught
+    assert {"01", "02", "03", "04", "06", "08", "09"} <= taught
     assert all(len(p.variants) >= 2 for p in bank.PROBLEMS.values())
     for problem in bank.PROBLEMS.values():
         for question in problem.spoken:  # every follow-up is a question of notebook 09's bank
@@ -57,6 +57,7 @@ PASTED = {
     "attention_dropout": dropout.dropout_functional,  # notebook 02: p to drop, (out, weights)
     "repeat_kv": gqa.repeat_interleave,  # notebook 04: (B, nkv, S, hs), n_rep
     "rope": rope.rope_hf_llama,  # notebook 04: split halves, (..., T, hs)
+    "sliding_window": window_mask,  # notebook 08: True = may attend, S given
 }
 
 

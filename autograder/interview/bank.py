@@ -18,6 +18,7 @@ from .problems_attention import ATTENTION, CAUSAL_MASK, DROPOUT
 from .problems_gqa import GQA_DECODE, MHA_TO_GQA, REPEAT_KV
 from .problems_kernels import ONLINE_MERGE, PRE_LN_BLOCK, ROPE
 from .problems_layers import CAUSAL_MHA, CROSS_ATTENTION, PACKED_PORT
+from .problems_long_context import SLIDING_WINDOW
 from .task import Problem
 
 PROBLEMS: dict[str, Problem] = {
@@ -34,6 +35,7 @@ PROBLEMS: dict[str, Problem] = {
         MHA_TO_GQA,
         ROPE,
         ONLINE_MERGE,
+        SLIDING_WINDOW,
         PACKED_PORT,
     )
 }

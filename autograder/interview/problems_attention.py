@@ -142,14 +142,16 @@ ATTENTION = Problem(
 # ---------------------------------------------------------------------------- causal mask
 
 
-def _mask_blocked(fn):
-    def causal_mask(*args, **kwargs):
-        out = one_tensor(fn(*args, **kwargs), "causal_mask", "the mask")
+def mask_blocked(fn, name: str = "causal_mask"):
+    """A True = blocked mask, as the checks' True = may attend."""
+
+    def mask(*args, **kwargs):
+        out = one_tensor(fn(*args, **kwargs), name, "the mask")
         if out.dtype != torch.bool:
-            fail(f"`causal_mask` returned {out.dtype}: return a bool mask (True = blocked).")
+            fail(f"`{name}` returned {out.dtype}: return a bool mask (True = blocked).")
         return ~out
 
-    return causal_mask
+    return mask
 
 
 def _mask_past_len(fn):
@@ -160,16 +162,18 @@ def _mask_past_len(fn):
     return causal_mask
 
 
-def _mask_additive(fn):
-    def causal_mask(*args, **kwargs):
-        out = one_tensor(fn(*args, **kwargs), "causal_bias", "the additive mask")
+def mask_additive(fn, name: str = "causal_bias"):
+    """An additive float mask (0 where allowed, -inf where blocked), as a bool one."""
+
+    def mask(*args, **kwargs):
+        out = one_tensor(fn(*args, **kwargs), name, "the additive mask")
         if not out.is_floating_point():
-            fail(f"`causal_bias` returned {out.dtype}: return a float mask of 0 and -inf.")
+            fail(f"`{name}` returned {out.dtype}: return a float mask of 0 and -inf.")
         if not out.is_meta and not ((out == 0) | (out == float("-inf"))).all():
-            fail("`causal_bias` holds values other than 0 and -inf: 0 where allowed, -inf else.")
+            fail(f"`{name}` holds values other than 0 and -inf: 0 where allowed, -inf else.")
         return out == 0
 
-    return causal_mask
+    return mask
 
 
 def _mask_task(name: str, signature: str, contract: str, adapt, inverted: str = "") -> Task:
@@ -209,7 +213,7 @@ CAUSAL_MASK = Problem(
                 "def causal_mask(T, S=None, device=None):",
                 f"{_CACHED} `S` defaults to `T`. Return a (T, S) bool tensor on `device` in "
                 "which **True means blocked** (`nn.MultiheadAttention`'s `attn_mask`).",
-                _mask_blocked,
+                mask_blocked,
                 "`causal_mask` is inverted: in this variant True means blocked, so mark the keys "
                 "after each query's position (the complement of the lower triangle).",
             ),
@@ -232,7 +236,7 @@ CAUSAL_MASK = Problem(
                 "def causal_bias(T, S=None, device=None):",
                 f"{_CACHED} `S` defaults to `T`. Return an **additive** float32 mask (T, S) on "
                 "`device`: 0.0 where the query may attend, `-inf` where it may not.",
-                _mask_additive,
+                mask_additive,
                 "`causal_bias` is inverted: 0 goes where the query may attend (its past and "
                 "itself), -inf after it.",
             ),
