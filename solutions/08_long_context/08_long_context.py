@@ -70,6 +70,11 @@ from autograder.checks.nb08_mla import (
 )
 from autograder.checks.nb08_mla_cache import check_mla_cache_bytes
 from autograder.checks.nb08_rolling import check_sliding_window_decoding
+from autograder.checks.nb08_rope_scaling import (
+    check_rope_dynamic,
+    check_rope_linear,
+    check_rope_yarn,
+)
 from autograder.checks.nb08_window import (
     check_rolling_cache_update,
     check_sliding_window_mask_values,
@@ -712,6 +717,152 @@ for name, per_token in rows.items():
 
 # %% [markdown]
 # ## 5 · Long-context RoPE: interpolation, NTK and YaRN
+#
+# RoPE turns pair $i$ of every query and key by $\theta_i = \text{base}^{-2i/hs}$ per position
+# (notebook 04). Pair $i$ comes back to where it started every $2\pi / \theta_i$ positions: its
+# **wavelength**. With base 10000 and $hs = 128$, the first pair's wavelength is about 6 tokens,
+# the last pair's about 54,000. A model trained on $L$ tokens has seen every angle of the fast
+# pairs many times, but the slow pairs never went round once: past $L$ they reach angles the
+# model has never seen, and quality collapses. Three ways to stretch a model to $s$ times its
+# trained length $L$ (the **factor** $s$), each a `rope_type` of Hugging Face's
+# `config.rope_scaling`:
+#
+# - **Position interpolation** (`"linear"`, Chen et al. 2023): divide every $\theta_i$ by $s$,
+#   which is the same as dividing every position by $s$. No angle leaves the trained range, but
+#   neighbouring tokens now differ by $s$ times less in every pair: local order gets blurry.
+# - **NTK-aware scaling** (`"dynamic"` in Hugging Face): raise the **base** instead, to
+#   $\text{base} \cdot \text{scale}^{hs/(hs-2)}$. Pair 0 keeps $\theta_0 = 1$; the exponent makes
+#   the last pair slow down by exactly the scale; the pairs in between by less. The dynamic form
+#   computes the scale from the current length $L_{now} = \max(\text{seq\_len}, L)$:
+#   $\text{scale} = s \cdot L_{now}/L - (s - 1)$, which is 1 (nothing changes) up to the trained
+#   length.
+# - **YaRN** (`"yarn"`, Peng et al. 2023, used by Qwen2.5 and DeepSeek-V3): decide per pair, by
+#   its wavelength. A pair that turns more than `beta_fast` = 32 times over $L$ keeps $\theta_i$;
+#   one that turns less than `beta_slow` = 1 time gets $\theta_i / s$; in between a linear
+#   ramp. The pair index that turns $r$ times over $L$ is
+#   $d(r) = \dfrac{hs \cdot \ln\!\big(L / (2\pi r)\big)}{2 \ln \text{base}}$; the ramp runs from
+#   $\lfloor d(\text{beta\_fast}) \rfloor$ (0) to $\lceil d(\text{beta\_slow}) \rceil$ (1).
+#   YaRN also multiplies cos and sin by an **attention factor** $0.1 \ln s + 1$: the scores grow
+#   by its square, which sharpens a softmax that more keys would otherwise flatten.
+#
+# The model's weights do not change in any of them; the rotation does (YaRN and position
+# interpolation work best after a short fine-tune at the new length).
+#
+# ### Exercise 5 · `rope_parameters`
+#
+# **Difficulty** ●●○ · **Importance** ★★☆ (every long-context checkpoint's config) · **Time**
+# ~25 min
+#
+# Return `(inv_freq, attention_factor)` for a `rope_type` of `"default"`, `"linear"`,
+# `"dynamic"` or `"yarn"`, as Hugging Face's `_compute_*_parameters` functions do: `inv_freq`
+# holds the $hs/2$ angles per position, `attention_factor` is 1 except for YaRN.
+# `original_max_position` is $L$, the length the model was trained on. Compute with torch
+# operations on `torch.arange`, as Hugging Face does (the grader does not accept a tensor written
+# from a list of Python numbers).
+#
+# <details><summary>Hint 1: linear and dynamic</summary>
+#
+# `exponents = torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim`, `inv_freq = 1.0 /
+# base ** exponents`. Linear: divide by `factor`. Dynamic: compute the new base with Python
+# numbers, then the same formula with it.
+# </details>
+#
+# <details><summary>Hint 2: YaRN's ramp</summary>
+#
+# `low = max(math.floor(d(beta_fast)), 0)`, `high = min(math.ceil(d(beta_slow)), head_dim - 1)`
+# (add 0.001 to `high` if they are equal), then `ramp = ((torch.arange(head_dim // 2) - low) /
+# (high - low)).clamp(0, 1)` and `inv_freq * (1 - ramp) + inv_freq / factor * ramp`.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "rope_parameters", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def rope_parameters(
+    rope_type: str,
+    head_dim: int,
+    base: float = 10000.0,
+    factor: float = 1.0,
+    original_max_position: int = 4096,
+    seq_len: int | None = None,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+) -> tuple[torch.Tensor, float]:
+    """RoPE's angles per position ``inv_freq (hs/2,)`` and the attention factor for ``rope_type``.
+
+    ``"default"``: ``base^(-2i/hs)``. ``"linear"``: divided by ``factor``. ``"dynamic"``: the base
+    raised to ``base · (factor · L / original_max_position - (factor - 1)) ** (hs / (hs - 2))``,
+    ``L = max(seq_len, original_max_position)``. ``"yarn"``: the ramp between the two by
+    wavelength, and the attention factor ``0.1 · ln(factor) + 1``.
+    """
+    ### BEGIN SOLUTION
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim  # (hs/2,): 2i/hs
+    inv_freq = 1.0 / base**exponents  # (hs/2,): θ_i
+    if rope_type == "default":
+        return inv_freq, 1.0
+    if rope_type == "linear":
+        return inv_freq / factor, 1.0  # the same as positions / factor
+    if rope_type == "dynamic":
+        length = max(seq_len or 0, original_max_position)
+        scale = factor * length / original_max_position - (factor - 1)
+        return 1.0 / (base * scale ** (head_dim / (head_dim - 2))) ** exponents, 1.0
+    if rope_type == "yarn":
+
+        def pair_turning(rotations: float) -> float:  # the pair index that turns this often in L
+            return (
+                head_dim
+                * math.log(original_max_position / (rotations * 2 * math.pi))
+                / (2 * math.log(base))
+            )
+
+        low = max(math.floor(pair_turning(beta_fast)), 0)
+        high = min(math.ceil(pair_turning(beta_slow)), head_dim - 1)
+        high = high + 0.001 if low == high else high
+        pairs = torch.arange(head_dim // 2, dtype=torch.float32)  # (hs/2,)
+        ramp = ((pairs - low) / (high - low)).clamp(0, 1)  # 0: keep θ_i, 1: θ_i / factor
+        return inv_freq * (1 - ramp) + inv_freq / factor * ramp, 0.1 * math.log(factor) + 1.0
+    raise ValueError(f"unknown rope_type {rope_type!r}")
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_rope_parameters_linear", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""rope_type="linear": every angle divided by the factor (position interpolation); attention factor 1."""
+check_rope_linear(rope_parameters)
+### BEGIN HIDDEN TESTS
+check_rope_linear(rope_parameters, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_rope_parameters_dynamic", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""rope_type="dynamic": the base raised by the NTK formula, and only beyond the trained length."""
+check_rope_dynamic(rope_parameters)
+### BEGIN HIDDEN TESTS
+check_rope_dynamic(rope_parameters, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_rope_parameters_yarn", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""rope_type="yarn": the per-pair ramp by wavelength, and the attention factor 0.1 ln(factor) + 1."""
+check_rope_yarn(rope_parameters)
+### BEGIN HIDDEN TESTS
+check_rope_yarn(rope_parameters, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# What each one does to the frequencies of a Llama-2-shaped head ($hs = 128$, base 10000,
+# trained on 4096 tokens, stretched 4× and read at 16,384): each curve is the scaled angle over
+# the original one, per pair. Interpolation slows every pair 4×; NTK leaves the fast pairs alone
+# and slows the slowest 4×; YaRN keeps the fast ones exactly and interpolates the slow ones
+# exactly, with a ramp in between.
+
+# %%
+original, _ = rope_parameters("default", 128)
+fig, ax = plt.subplots(figsize=(7, 3.2))
+for rope_type in ("linear", "dynamic", "yarn"):
+    scaled, attention = rope_parameters(
+        rope_type, 128, factor=4.0, original_max_position=4096, seq_len=16384
+    )
+    ax.plot(scaled / original, label=f"{rope_type} (attention factor {attention:.3f})")
+ax.set(xlabel="pair i (fast → slow)", ylabel="θ_i scaled / θ_i", ylim=(0, 1.05))
+ax.set_title("RoPE scaling, factor 4")
+ax.legend()
+plt.show()
 
 # %% [markdown]
 # ## 6 · ALiBi: a bias instead of a rotation
