@@ -82,8 +82,9 @@ def oracle(
     C)``, keys at ``0 … S-1``, in float64.
 
     ``rope``: ``"decoupled"`` (right), ``"none"`` (no RoPE part in the scores), ``"unrotated"``
-    (the RoPE parts used but never turned), ``"keys unrotated"``, or ``"whole heads"`` (each
-    head's full ``[nope | rope]`` query and key turned together). ``swap`` takes the values from
+    (the RoPE parts used but never turned), ``"keys unrotated"``, ``"whole heads"`` (each
+    head's full ``[nope | rope]`` query and key turned together), or ``"latent"`` (the latent
+    turned too, before the up-projection). ``swap`` takes the values from
     each head's first ``hd`` rows of ``wkv_b`` and the keys from the last; ``mask`` is
     ``"bottom-right"``, ``"top-left"`` or ``"none"``; ``past=False`` drops the earlier keys.
     """
@@ -92,15 +93,17 @@ def oracle(
     q = x[:, start:].double() @ module.wq.weight.double().T  # (B, T, nh * (hd + dr))
     q_nope, q_rope = _split(q, nh, [hd, dr], q_blocked)  # (B, nh, T, hd), (B, nh, T, dr)
     c, k_rope = latent(module, x, norm)  # (B, S, dc), (B, S, dr)
+    k_positions = torch.arange(S) if k_positions is None else k_positions  # (S,)
+    q_positions = torch.arange(start, S) if q_positions is None else q_positions  # (T,)
+    if rope == "latent":
+        c = rotate(c, k_positions)
     kv = c @ module.wkv_b.weight.double().T  # (B, S, nh * 2hd)
     k_nope, v = _split(kv, nh, [hd, hd], kv_blocked)  # (B, nh, S, hd) each
     if swap:
         k_nope, v = v, k_nope
-    k_positions = torch.arange(S) if k_positions is None else k_positions  # (S,)
-    q_positions = torch.arange(start, S) if q_positions is None else q_positions  # (T,)
-    if rope in ("decoupled", "keys unrotated"):
+    if rope in ("decoupled", "keys unrotated", "latent"):
         q_rope = rotate(q_rope, q_positions)
-    if rope == "decoupled":
+    if rope in ("decoupled", "latent"):
         k_rope = rotate(k_rope, k_positions)
     k_rope = k_rope[:, None].expand(B, nh, S, dr)  # (B, nh, S, dr): one key for every head
     q, k = torch.cat([q_nope, q_rope], -1), torch.cat([k_nope, k_rope], -1)  # (B, nh, ., hd+dr)
@@ -160,6 +163,12 @@ def full_pass_variants(module, x, start: int, name: str) -> dict[str, torch.Tens
         f"Your `{name}` attends to every position, later ones included: apply the causal "
         "mask, aligned bottom-right.": wrong(mask="none"),
     }
+    if dc % 2 == 0:  # RoPE turns pairs of features
+        variants[
+            f"Your `{name}` rotates the latent before the up-projection: keys and values made "
+            "from it then change with the key's position, so W_UK can no longer be absorbed into "
+            "the query; rotate only q_rope and the shared k_rope."
+        ] = wrong(rope="latent")
     if nh == 1:  # blocked and side-by-side layouts are the same for one head
         variants = {why: t for why, t in variants.items() if "side by side" not in why}
     return variants

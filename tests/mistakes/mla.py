@@ -324,6 +324,14 @@ class RopeWholeHeads(MLAManual):
         return torch.softmax(scores, dim=-1) @ v
 
 
+class RotatesLatent(MLAManual):
+    """RoPE on the compressed part too: the latent turned before the up-projection."""
+
+    def up(self, c):
+        S = c.shape[1]
+        return super().up(self.rope(c, torch.arange(S)))
+
+
 class KeyUnrotated(MLAManual):
     def compress(self, x, positions):
         c, k_rope = self.wkv_a(x).split([self.d_latent, self.d_rope], dim=-1)
@@ -444,6 +452,7 @@ MISTAKES = [
     Mistake("mla: caches up-projected k, v", CachesUpProjected, FULL, "after the up-projection"),
     Mistake("mla: no decoupled rope", NoRope, FULL, "leaves the decoupled RoPE part out"),
     Mistake("mla: rope on whole heads", RopeWholeHeads, FULL, "can no longer be absorbed"),
+    Mistake("mla: rope on the latent", RotatesLatent, FULL, "rotates the latent"),
     Mistake("mla: rope key unrotated", KeyUnrotated, FULL, "but not the shared key k_rope"),
     Mistake("mla: scale 1/sqrt(head_dim)", ScaleHeadDim, FULL, "1/√(head_dim + d_rope)"),
     Mistake("mla: wkv_b split blocked", BlockedKV, FULL, "side by side"),
