@@ -41,7 +41,14 @@ class Interview:
     def __init__(self, attempt_id: str, folder: str | Path = "."):
         self.folder = Path(folder)
         self.id = attempt_id
-        record = scorecard.attempt(self.folder, attempt_id)
+        try:
+            record = scorecard.attempt(self.folder, attempt_id)
+        except (OSError, ValueError, StopIteration):
+            raise CheckFailure(
+                f"Attempt {attempt_id} is not in {scorecard.SCORECARD} here "
+                f"({self.folder.resolve()}): open this notebook from work/{scorecard.FOLDER}/, "
+                "where `python -m autograder interview` wrote it."
+            ) from None
         self.problem = bank.PROBLEMS[record["problem"]]
         self.task = self.problem.variant(record["variant"]).task
         self.spoken = list(record["spoken"])

@@ -92,6 +92,12 @@ def grade(task: Task, answer) -> str | None:
             for course_name in task.course_names:
                 message = message.replace(f"`{course_name}`", f"`{task.name}`")
             return message
+        except Exception as error:  # what the answer returned broke a check's own code
+            first = (str(error).splitlines() or [""])[0][:160]
+            return (
+                f"The tests could not use what `{task.name}` returned ({type(error).__name__}: "
+                f"{first}): compare its return value with the contract."
+            )
     return None
 
 
@@ -119,7 +125,8 @@ def tensors(value, name: str, what: Sequence[str]) -> tuple[torch.Tensor, ...]:
     __tracebackhide__ = True
     listed = ", ".join(what)
     if not isinstance(value, tuple | list) or len(value) != len(what):
-        got = f"a {type(value).__name__}"
+        kind = type(value).__name__
+        got = f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
         if isinstance(value, tuple | list):
             got += f" of {len(value)}"
         fail(f"`{name}` should return the tuple ({listed}), but it returned {got}.")
