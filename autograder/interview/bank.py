@@ -14,10 +14,13 @@ import re
 
 from autograder import nbcell, paths
 
-from .problems_attention import ATTENTION, CAUSAL_MASK, DROPOUT
-from .problems_gqa import GQA_DECODE, MHA_TO_GQA, REPEAT_KV
-from .problems_kernels import ONLINE_MERGE, PRE_LN_BLOCK, ROPE
-from .problems_layers import CAUSAL_MHA, CROSS_ATTENTION, PACKED_PORT
+from .problems_attention import ATTENTION, CAUSAL_MASK
+from .problems_block import DROPOUT, PRE_LN_BLOCK
+from .problems_convert import MHA_TO_GQA
+from .problems_cross import CROSS_ATTENTION
+from .problems_gqa import GQA_DECODE, REPEAT_KV
+from .problems_kernels import ONLINE_MERGE, ROPE
+from .problems_layers import CAUSAL_MHA, PACKED_PORT
 from .problems_long_context import SLIDING_WINDOW
 from .task import Problem
 

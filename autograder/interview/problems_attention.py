@@ -1,4 +1,4 @@
-"""Problems from notebooks 01–03: attention with its masks, dropout, cross-attention, the block.
+"""Problems from notebooks 01 and 03: attention with a mask, causal masks for a KV cache.
 
 Shape legend: ``B`` batch, ``T`` query length, ``S`` key/value length, ``C`` = d_model, ``nh``
 heads, ``d_k`` / ``d_v`` key / value width, ``...`` any leading dimensions.
@@ -12,7 +12,6 @@ from __future__ import annotations
 import torch
 
 from autograder.checks import nb01_attention as nb01
-from autograder.checks import nb02_dropout as dropout
 from autograder.checks import nb03_masking as masking
 
 from .task import Problem, Task, Variant, course_check, fail, one_tensor, shaped, tensors
@@ -20,7 +19,7 @@ from .task import Problem, Task, Variant, course_check, fail, one_tensor, shaped
 # ------------------------------------------------------------------------------ attention
 
 
-def _eye_values(q: torch.Tensor, S: int) -> torch.Tensor:
+def eye_values(q: torch.Tensor, S: int) -> torch.Tensor:
     """Identity values ``(..., S, S)``: attending with them returns the weights themselves."""
     return torch.eye(S, dtype=q.dtype).expand(*q.shape[:-2], S, S)
 
@@ -29,7 +28,7 @@ def _attention_blocked(fn):
     def sdpa(q, k, v, mask=None):
         kwargs = {} if mask is None else {"blocked": ~mask}
         out = one_tensor(fn(q, k, v, **kwargs), "attention", "`out`")
-        weights = one_tensor(fn(q, k, _eye_values(q, k.shape[-2]), **kwargs), "attention", "`out`")
+        weights = one_tensor(fn(q, k, eye_values(q, k.shape[-2]), **kwargs), "attention", "`out`")
         return out, weights
 
     return sdpa
@@ -245,81 +244,4 @@ CAUSAL_MASK = Problem(
     ATTENTION_MASK,
     ("mask_after_softmax", "sliding_window", "attention_sinks"),
     box_minutes=10,
-)
-
-# -------------------------------------------------------------------------------- dropout
-
-
-def _dropout_keep(fn):
-    def attention_with_dropout(q, k, v, p, training=None):
-        kwargs = {} if training is None else {"training": training}
-        return fn(q, k, v, 1 - p, **kwargs)
-
-    return attention_with_dropout
-
-
-def _dropout_out_only(fn):
-    def attention_with_dropout(q, k, v, p, training=None):
-        kwargs = {} if training is None else {"training": training}
-        state = torch.get_rng_state()  # the same draw for the values and the identity
-        out = one_tensor(fn(q, k, v, p, **kwargs), "attention_dropout", "`out`")
-        torch.set_rng_state(state)
-        weights = fn(q, k, _eye_values(q, k.shape[-2]), p, **kwargs)
-        return out, one_tensor(weights, "attention_dropout", "`out`")
-
-    return attention_with_dropout
-
-
-def _dropout_task(signature: str, contract: str, adapt) -> Task:
-    graders = tuple(
-        course_check(check, adapt)
-        for check in (dropout.check_dropout_training, dropout.check_dropout_eval)
-    )
-    return Task("attention_dropout", signature, contract, graders, (dropout.DROP,))
-
-
-_DROPOUT = (
-    "`q` (..., T, d), `k` (..., S, d), `v` (..., S, d_v). Attention weights softmax(q kᵀ/√d) "
-    "get dropout **after the softmax**, drawn from PyTorch's global generator (so "
-    "`torch.manual_seed` reproduces it) and rescaled so their expectation is unchanged; with "
-    "`training=False` nothing is dropped."
-)
-
-DROPOUT = Problem(
-    "attention_dropout",
-    "Attention dropout",
-    "notebook 02 §10",
-    "Add dropout to attention the way a training framework does.",
-    (
-        Variant(
-            "keep_prob",
-            _dropout_task(
-                "def attention_dropout(q, k, v, keep_prob, training=True):",
-                f"{_DROPOUT} **`keep_prob` is the probability to keep** a weight (TensorFlow "
-                "1's convention), not to drop it. Return `(out, weights)`: (..., T, d_v) and the "
-                "dropped weights (..., T, S).",
-                _dropout_keep,
-            ),
-        ),
-        Variant(
-            "out_only",
-            _dropout_task(
-                "def attention_dropout(q, k, v, p, training=True):",
-                f"{_DROPOUT} `p` is the probability to drop. Return `out` (..., T, d_v) alone.",
-                _dropout_out_only,
-            ),
-        ),
-    ),
-    Task(
-        "SDPAAttention",
-        "class SDPAAttention(nn.Module):\n    def __init__(self, p): ...\n"
-        "    def forward(self, q, k, v): ...",
-        "Now let PyTorch's fused kernel do it: a module built with the dropout probability `p` "
-        "whose `forward(q, k, v)` returns `F.scaled_dot_product_attention`'s output with "
-        "dropout while training and none after `.eval()`.",
-        (course_check(dropout.check_sdpa_dropout, lambda cls: cls),),
-        (dropout.SDPA_MODULE, f"{dropout.SDPA_MODULE}.forward"),
-    ),
-    ("dropout_where", "sqrt_dk"),
-    box_minutes=15,
 )

@@ -1,5 +1,5 @@
-"""Problems from notebooks 04 §8, 06 and 02 §11: rotary embeddings at explicit positions,
-merging two online-softmax blocks, the pre-LN transformer block.
+"""Problems from notebooks 04 §8 and 06: rotary embeddings at explicit positions, merging two
+online-softmax blocks.
 
 Shape legend: ``B`` batch, ``nh`` heads, ``T`` query length, ``S`` key/value length, ``hs``
 head size, ``C`` = d_model, ``...`` any leading dimensions.
@@ -10,12 +10,9 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import nn
 
-from autograder.checks import nb02_block as block
 from autograder.checks import nb04_rope as rope
 from autograder.checks import nb06_gpu as gpu
-from autograder.tools.modules import TorchMultiHeadAttention
 
 from .task import Problem, Task, Variant, course_check, one_tensor, shaped, tensors
 
@@ -221,84 +218,4 @@ ONLINE_MERGE = Problem(
         (gpu.TILED,),
     ),
     ("flash_exact", "flash_io", "flash_backward"),
-)
-
-# ------------------------------------------------------------------------- the pre-LN block
-
-
-def _block(fn, gpt2: bool):
-    class Block(nn.Module):
-        def __init__(self, d_model, num_heads):
-            super().__init__()
-            C = d_model
-            self.ln1, self.ln2 = nn.LayerNorm(C), nn.LayerNorm(C)
-            self.attn = TorchMultiHeadAttention(C, num_heads)
-            self.mlp = nn.Sequential(nn.Linear(C, 4 * C), nn.GELU(), nn.Linear(4 * C, C))
-
-        def forward(self, x, mask=None):
-            a, nh, causal = self.attn, self.attn.num_heads, mask is not None
-            fc, proj = self.mlp[0], self.mlp[2]
-            if gpt2:
-                packed = [a.q_proj, a.k_proj, a.v_proj]
-                weight = torch.cat([p.weight for p in packed])  # (3C, C)
-                bias = torch.cat([p.bias for p in packed])  # (3C,)
-                c_attn = lambda h: torch.nn.functional.linear(h, weight, bias)  # noqa: E731
-                args = (self.ln1, c_attn, a.out_proj, self.ln2, fc, proj)
-            else:
-                args = (self.ln1, a.q_proj, a.k_proj, a.v_proj, a.out_proj, self.ln2, fc, proj)
-            return one_tensor(fn(x, *args, nh, causal=causal), "pre_ln_block", "`x` out")
-
-    return Block
-
-
-def _block_task(signature: str, contract: str, gpt2: bool) -> Task:
-    grader = course_check(block.check_block_matches_torch, lambda fn: _block(fn, gpt2))
-    return Task("pre_ln_block", signature, contract, (grader,), (f"{block.BLOCK}.forward",))
-
-
-_BLOCK = (
-    "A pre-LN transformer block (GPT-2's): layer norm, causal-or-not multi-head self-attention "
-    "with `num_heads` heads, a residual add, layer norm, an MLP (Linear C -> 4C, exact GELU, "
-    "Linear 4C -> C), a residual add. `x` (B, T, C); every layer is given as a callable "
-    "(`nn.LayerNorm`, `nn.Linear`): call them. Return the block's output (B, T, C)."
-)
-
-PRE_LN_BLOCK = Problem(
-    "pre_ln_block",
-    "A pre-LN transformer block",
-    "notebook 02 §11",
-    "Assemble a transformer block from its layers.",
-    (
-        Variant(
-            "separate",
-            _block_task(
-                "def pre_ln_block(x, ln1, q_proj, k_proj, v_proj, out_proj, ln2, fc, proj, "
-                "num_heads, causal=False):",
-                f"{_BLOCK} `q_proj`, `k_proj`, `v_proj`, `out_proj` are the attention's four "
-                "C -> C projections; `fc` and `proj` the MLP's two layers.",
-                gpt2=False,
-            ),
-        ),
-        Variant(
-            "gpt2",
-            _block_task(
-                "def pre_ln_block(x, ln_1, c_attn, c_proj, ln_2, c_fc, mlp_proj, num_heads, "
-                "causal=False):",
-                f"{_BLOCK} GPT-2's names: `c_attn` is **one packed projection** C -> 3C "
-                "(all queries, then keys, then values), `c_proj` the attention's output "
-                "projection, `c_fc` and `mlp_proj` the MLP's two layers.",
-                gpt2=True,
-            ),
-        ),
-    ),
-    Task(
-        "block_param_count",
-        "def block_param_count(d_model, d_mlp=None, bias=True):",
-        "Now the interviewer asks for ~12·C² per layer: return the block's exact parameter "
-        "count (two layer norms, four attention projections, the MLP of `d_mlp` hidden units, "
-        "4·d_model when None), by integer arithmetic.",
-        (course_check(block.check_block_param_count, lambda fn: fn),),
-        (block.COUNT,),
-    ),
-    ("pre_ln", "dropout_where"),
 )
