@@ -78,13 +78,14 @@ def _markdown_before_answers() -> dict[str, str]:
 
 
 def question_text(question: str) -> str:
-    """The bank's text of ``question``, from its section heading on, without hints."""
+    """The bank's text of ``question``: its section's title, then the question, without hints."""
     text = _markdown_before_answers()[f"answer_{question}"]
     text = re.sub(r"<details>.*?</details>", "", text, flags=re.DOTALL)
-    heading = list(re.finditer(r"^#+ .*$", text, flags=re.MULTILINE))
-    if heading:
-        text = text[heading[-1].end() :]
-    return text.strip()
+    headings = list(re.finditer(r"^#+ (?:[\d.]+ · )?(.*)$", text, flags=re.MULTILINE))
+    if not headings:
+        return text.strip()
+    title, rest = headings[-1].group(1).strip(), text[headings[-1].end() :].strip()
+    return f"**{title}.** {rest}" if title else rest
 
 
 def is_choice(question: str) -> bool:
