@@ -9,7 +9,7 @@
 # %% [markdown]
 # # 02 · Multi-head attention
 #
-# **Time:** about 3 h (~90 min of exercises) · **Prerequisites:** 01
+# **Time:** about 3.5 h (~120 min of exercises) · **Prerequisites:** 01
 #
 # In notebook 01 every query produced **one** set of attention weights: one softmax, one way of
 # mixing the values. Multi-head attention runs several attentions side by side, each on its own
@@ -26,6 +26,8 @@
 # 7. Put the module to work: **cross-attention** over a padded encoder output, **attention
 #    dropout** (by hand, and through `F.scaled_dot_product_attention` in a module), and a pre-LN
 #    **transformer block** with its parameter count (five exercises).
+# 8. Build the **Llama-style** block's parts, **RMSNorm** and **SwiGLU**, its MLP width and its
+#    parameter count (four exercises).
 #
 # **How this notebook is graded.** Run each test cell after its exercise: it names the likely
 # mistake when something is wrong. Hidden tests try more shapes when grading.
@@ -71,6 +73,8 @@ from autograder.checks.nb02_dropout import (
     check_dropout_training,
     check_sdpa_dropout,
 )
+from autograder.checks.nb02_llama import check_rmsnorm, check_swiglu
+from autograder.checks.nb02_llama_count import check_llama_block_param_count, check_swiglu_hidden
 from autograder.checks.nb02_multihead import (
     check_merge_heads,
     check_mha_edge_cases,
@@ -1235,35 +1239,194 @@ print(f"12 blocks: {12 * per_block / 1e6:.1f} M parameters")
 # embedding (50,257 × 768 ≈ 38.6 M). A model is a stack of such blocks: notebook 04 counts its
 # KV cache per layer of the stack.
 #
-# ### How a Llama-style block changes the count
+# ## 12 · The Llama-style block: RMSNorm and SwiGLU
 #
-# Llama's blocks change three parts, and the count with them (no biases anywhere):
+# Llama (Touvron et al., 2023) and most open models since keep the pre-norm layout of section 11
+# and change three parts: **RMSNorm** instead of LayerNorm, a **SwiGLU** MLP instead of
+# Linear–GELU–Linear, and GQA (notebook 04) instead of full multi-head attention. No linear layer
+# has a bias. You build the first two here, then count what they change.
 #
-# - **RMSNorm** instead of LayerNorm: a scale and no shift, so `2C` for the two norms.
-# - **SwiGLU** instead of Linear–GELU–Linear: three matrices, a gate and an up projection
-#   (`C → h`) and a down projection (`h → C`), so `3·C·h`. Llama picks `h ≈ 8C/3` (rounded up to a
-#   multiple of 256) so that `3·C·h ≈ 8C²`, the MLP's budget in the `4C` layout.
-# - **GQA** (notebook 04): `q_proj` and `out_proj` stay `C × C`, `k_proj` and `v_proj` shrink to
-#   `C × nkv·hs`, so the attention holds `2C² + 2·C·nkv·hs` instead of `4C²`.
+# **RMSNorm** (Zhang and Sennrich, 2019) keeps only half of LayerNorm. LayerNorm subtracts the
+# mean and divides by the standard deviation, then scales and shifts. RMSNorm subtracts nothing
+# and divides by the root mean square, then scales:
 #
-# Per block: $2C^2 + 2C \cdot nkv \cdot hs + 3Ch + 2C$.
+# $$\mathrm{RMSNorm}(x) = \frac{x}{\sqrt{\tfrac{1}{C}\sum_i x_i^2 + \varepsilon}} \circ w .$$
+#
+# The authors found that re-centring bought nothing measurable, and skipping it saves a
+# reduction per token; `eps` sits **inside** the square root, and `w` (the `weight`) starts at
+# ones. PyTorch ships it as `nn.RMSNorm`, the test's reference.
+#
+# ### Exercise 9 · `RMSNorm`
+#
+# **Difficulty** ●○○ · **Importance** ★★☆ · **Time** ~10 min
+#
+# `RMSNorm(dim, eps=1e-6)` (Llama's default eps) with one parameter, `weight`, of shape `(dim,)`
+# and initialised to ones; `forward(x)` normalises over the last dimension of any `(..., dim)`
+# input. Compute it yourself: `F.rms_norm` and `nn.RMSNorm` are the answer, not the means.
+#
+# <details><summary>Hint</summary>
+#
+# `x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight`.
+# </details>
 
+
+# %% nbgrader={"grade": false, "grade_id": "RMSNorm", "locked": false, "schema_version": 3, "solution": true, "task": false}
+class RMSNorm(nn.Module):
+    """Root-mean-square normalisation over the last dimension, with a learned scale.
+
+    Attributes:
+        weight: ``(dim,)``, initialised to ones.
+        eps: added to the mean square, inside the square root.
+    """
+
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        ### BEGIN SOLUTION
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+        ### END SOLUTION
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``(..., dim)`` -> ``(..., dim)``."""
+        ### BEGIN SOLUTION
+        rms = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)  # (..., 1)
+        return x * rms * self.weight  # (..., dim)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_RMSNorm_matches_torch", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""RMSNorm equals nn.RMSNorm holding the same weight, eps where it matters, the default eps."""
+check_rmsnorm(RMSNorm)
+### BEGIN HIDDEN TESTS
+check_rmsnorm(RMSNorm, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# **SwiGLU** (Shazeer, 2020) replaces the MLP's single hidden layer by a *gated* one: two
+# projections of `x` to width `h`, one passed through SiLU (`x · sigmoid(x)`, also called swish)
+# and used as a gate that multiplies the other elementwise, then a projection back:
+#
+# $$\mathrm{SwiGLU}(x) = \big(\mathrm{SiLU}(x W_1) \circ x W_3\big)\, W_2 .$$
+#
+# Meta's code names the three matrices `w1` (the gate), `w3` (up) and `w2` (down); Hugging Face's
+# `LlamaMLP` calls them `gate_proj`, `up_proj` and `down_proj`. Either naming is accepted here.
+# With GELU in place of SiLU the same layout is GEGLU; with a plain sigmoid it is the original GLU.
+#
+# ### Exercise 10 · `SwiGLU`
+#
+# **Difficulty** ●○○ · **Importance** ★★☆ · **Time** ~10 min
+#
+# `SwiGLU(d_model, hidden)` with three bias-free `nn.Linear`: `w1` and `w3` (`d_model → hidden`)
+# and `w2` (`hidden → d_model`); `forward(x)` maps `(..., d_model)` to `(..., d_model)`.
+
+
+# %% nbgrader={"grade": false, "grade_id": "SwiGLU", "locked": false, "schema_version": 3, "solution": true, "task": false}
+class SwiGLU(nn.Module):
+    """Llama's MLP: ``w2(SiLU(w1(x)) * w3(x))``, no biases."""
+
+    def __init__(self, d_model: int, hidden: int):
+        super().__init__()
+        ### BEGIN SOLUTION
+        self.w1 = nn.Linear(d_model, hidden, bias=False)  # gate
+        self.w3 = nn.Linear(d_model, hidden, bias=False)  # up
+        self.w2 = nn.Linear(hidden, d_model, bias=False)  # down
+        ### END SOLUTION
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``(..., d_model)`` -> ``(..., d_model)``."""
+        ### BEGIN SOLUTION
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))  # (..., h) -> (..., d_model)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_SwiGLU_matches_definition", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""SwiGLU equals w2(SiLU(x W1) * (x W3)) with its own weights, no biases."""
+check_swiglu(SwiGLU)
+### BEGIN HIDDEN TESTS
+check_swiglu(SwiGLU, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 11 · `swiglu_hidden`: how wide?
+#
+# **Difficulty** ●○○ · **Importance** ★☆☆ · **Time** ~5 min
+#
+# SwiGLU has three matrices where the GELU MLP had two. To keep the parameter budget, Llama takes
+# two thirds of the usual `4·C`, so that `3·C·h ≈ 8C²`, and rounds **up** to a multiple of
+# `multiple_of` (good for GPU tiles). Larger models scale the width by `ffn_dim_multiplier`
+# first. Meta's code: `h = int(2 * 4 * C / 3)`; if a multiplier is given, `h = int(multiplier * h)`;
+# then round up. Return an `int`, using integer arithmetic (no tensors). Llama 2 7B
+# (`C = 4096`) gets 11,008; Llama 3 8B (`multiple_of=1024`, `ffn_dim_multiplier=1.3`) 14,336.
+
+
+# %% nbgrader={"grade": false, "grade_id": "swiglu_hidden", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def swiglu_hidden(
+    d_model: int, multiple_of: int = 256, ffn_dim_multiplier: float | None = None
+) -> int:
+    """Llama's SwiGLU width: 2/3 of 4·d_model, times the multiplier, rounded up."""
+    ### BEGIN SOLUTION
+    h = int(2 * 4 * d_model / 3)
+    if ffn_dim_multiplier is not None:
+        h = int(ffn_dim_multiplier * h)
+    return multiple_of * ((h + multiple_of - 1) // multiple_of)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_swiglu_hidden_values", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""swiglu_hidden follows Meta's rule and gives the published Llama 2 and Llama 3 widths."""
+check_swiglu_hidden(swiglu_hidden)
+### BEGIN HIDDEN TESTS
+check_swiglu_hidden(swiglu_hidden, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 12 · `llama_block_param_count`
+#
+# **Difficulty** ●○○ · **Importance** ★★☆ · **Time** ~5 min
+#
+# Count one Llama block by formula, as `block_param_count` did for GPT-2's:
+#
+# - two **RMSNorms**: a scale and no shift, so `C` each;
+# - **GQA** attention: `q_proj` and `o_proj` stay `C × C`, `k_proj` and `v_proj` shrink to
+#   `C × nkv·hs` with `hs = C // nh`;
+# - **SwiGLU**: `3·C·h`;
+# - no biases anywhere.
+#
+# (The test compares with the same modules built on PyTorch's `meta` device.)
+
+
+# %% nbgrader={"grade": false, "grade_id": "llama_block_param_count", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def llama_block_param_count(d_model: int, num_heads: int, num_kv_heads: int, hidden: int) -> int:
+    """Parameters of one Llama block: GQA attention, SwiGLU MLP, two RMSNorms, no biases."""
+    ### BEGIN SOLUTION
+    C, hs = d_model, d_model // num_heads
+    attention = 2 * C * C + 2 * C * num_kv_heads * hs  # q, o: C x C; k, v: C x nkv*hs
+    mlp = 3 * C * hidden  # w1, w3: C -> h; w2: h -> C
+    return attention + mlp + 2 * C  # two RMSNorms, a scale each
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_llama_block_param_count_values", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""llama_block_param_count equals the parameters of the block's modules, GQA and SwiGLU included."""
+check_llama_block_param_count(llama_block_param_count)
+### BEGIN HIDDEN TESTS
+check_llama_block_param_count(llama_block_param_count, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Two real configurations, with your width and your count:
 
 # %%
-def llama_block_count(C: int, num_heads: int, num_kv_heads: int, hidden: int) -> int:
-    """Parameters of one Llama block: GQA attention, SwiGLU MLP, two RMSNorms, no biases."""
-    hs = C // num_heads
-    attention = 2 * C * C + 2 * C * num_kv_heads * hs  # q, out: C x C; k, v: C x nkv*hs
-    mlp = 3 * C * hidden  # gate and up: C -> h; down: h -> C
-    return attention + mlp + 2 * C  # two RMSNorms, a scale each
-
-
-for name, C, nh, nkv, hidden, layers in [
-    ("Llama 2 7B", 4096, 32, 32, 11008, 32),
-    ("Llama 2 70B", 8192, 64, 8, 28672, 80),
+for name, C, nh, nkv, multiple_of, multiplier, layers in [
+    ("Llama 2 7B", 4096, 32, 32, 256, None, 32),
+    ("Llama 2 70B", 8192, 64, 8, 4096, 1.3, 80),
 ]:
-    n = llama_block_count(C, nh, nkv, hidden)
-    print(f"{name}: {n:,} per block = {n / C**2:.2f}·C²; {layers} blocks: {layers * n / 1e9:.1f} B")
+    hidden = swiglu_hidden(C, multiple_of, multiplier)
+    n = llama_block_param_count(C, nh, nkv, hidden)
+    print(
+        f"{name}: h = {hidden:,}; {n:,} per block = {n / C**2:.2f}·C²; "
+        f"{layers} blocks: {layers * n / 1e9:.1f} B"
+    )
 
 # %% [markdown]
 # Llama 2 7B (no GQA, `h = 11008 ≈ 2.69·C`) lands on 12.06·C², the rule of thumb again. Llama 2 70B
@@ -1271,6 +1434,12 @@ for name, C, nh, nkv, hidden, layers in [
 # than that on a wider MLP (`h = 3.5·C`, so `3·C·h = 10.5·C²`): 12.75·C² per block. Its 80
 # blocks hold 68.5 B of the model's 69 B parameters; the embedding and the output layer hold the
 # rest.
+#
+# **A note on QK-norm.** Some newer models (OLMo 2, Gemma 3, Qwen 3) add one more RMSNorm per head
+# on the queries and on the keys, after the projections and before RoPE and the dot product. It
+# bounds the size of the scores, so no logit can grow without limit and push the softmax into a
+# one-hot corner; training at large learning rates becomes steadier. It adds `2·hs` parameters per
+# layer when the scales are shared across heads, a rounding error next to the `12·C²`.
 #
 # ## Summary
 #
@@ -1291,8 +1460,10 @@ for name, C, nh, nkv, hidden, layers in [
 #   `1/(1 - p)` and is off in eval mode; `eval()` does not reach SDPA's `dropout_p`, so pass
 #   `dropout_p=self.p if self.training else 0.0`.
 # - A pre-LN block is `x + attn(ln1(x))`, then `x + mlp(ln2(x))`: about $12C^2$ parameters, and a
-#   pre-LN stack ends with a final LayerNorm. Llama's RMSNorm, SwiGLU and GQA change the parts,
-#   not the order of magnitude: $2C^2 + 2C \cdot nkv \cdot hs + 3Ch + 2C$.
+#   pre-LN stack ends with a final LayerNorm.
+# - Llama's block: RMSNorm is `x / sqrt(mean(x²) + eps) · w` (no mean subtracted, no shift),
+#   SwiGLU is `w2(SiLU(w1 x) ∘ w3 x)` with `h ≈ 2/3 · 4C` rounded up; with GQA they change the
+#   parts, not the order of magnitude: $2C^2 + 2C \cdot nkv \cdot hs + 3Ch + 2C$.
 #
 # **Interview answer, in one breath:** *"Same parameters either way. What heads add is several
 # independent attention distributions per token. One softmax gives one weighted average, so a
