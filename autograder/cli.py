@@ -223,6 +223,20 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _needs_repository(args) -> str:
+    """One line when the command needs the course's repository and the package was installed
+    without it (``pip install``, as on Colab); "" otherwise."""
+    if paths.SOLUTIONS_DIR.is_dir() or args.command == "merge":
+        return ""
+    if args.command == "grade" and args.source:  # the instructor notebooks are elsewhere
+        return ""
+    return (
+        f"`{args.command}` needs the course's repository (its solutions/ folder holds the "
+        "instructor notebooks and hidden tests), and this course was installed without it: "
+        "clone the repository and run it there; the test cells in your notebook work anywhere."
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["lab"] and not {"-h", "--help"} & set(argv[1:2]):
@@ -231,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
         args.jupyter_args = argv[1:]
     else:
         args = parser().parse_args(argv)
+    missing = _needs_repository(args)
+    if missing:
+        return _error(missing, getattr(args, "json", False), Path(getattr(args, "notebook", "")))
     try:
         return args.func(args)
     except KeyboardInterrupt:

@@ -92,6 +92,30 @@ except Exception:  # noqa: BLE001 - ImportError, or a broken install: the exerci
 MODE = "unavailable" if not AVAILABLE else "gpu" if torch.cuda.is_available() else "interpreter"
 
 
+def _index_scalars_of_one_element() -> None:
+    """Triton's interpreter before 3.7 (the one torch 2.6 to 2.10 bring) turns a tensor into an
+    index with ``int(ndarray)``, which numpy 2.4 refuses for a one-element array that is not
+    0-d, so the notebook's kernel failed there (``make test-compat``). Triton 3.7 squeezes the
+    array first; an older interpreter gets that line after its own."""
+    import inspect
+
+    from triton.runtime import interpreter
+
+    original = getattr(interpreter, "_patch_lang_tensor", None)
+    if original is None or "squeeze" in inspect.getsource(original):
+        return
+
+    def patch(tensor, *args, **kwargs):
+        original(tensor, *args, **kwargs)
+        tensor.__index__ = lambda self: int(self.handle.data.squeeze())
+
+    interpreter._patch_lang_tensor = patch
+
+
+if MODE == "interpreter":
+    _index_scalars_of_one_element()
+
+
 def describe_mode() -> str:
     """One sentence for the learner about how Triton kernels will run here."""
     if MODE == "gpu":
