@@ -21,7 +21,8 @@
 # 2. Decode with a rolling KV cache of `W` slots, rotating at absolute positions, and prove it
 #    equals one full masked pass (exercises 2-3).
 # 3. Keep a few attention sinks besides the window, as StreamingLLM does (exercise 4).
-# 4. Compress the cache into a latent, as DeepSeek-V2 and V3 do (multi-head latent attention).
+# 4. Compress the cache into a latent, as DeepSeek-V2 and V3 do (multi-head latent attention),
+#    then absorb its up-projections to decode from the latent itself (exercises MLA-1 to MLA-3).
 # 5. Stretch RoPE to longer contexts: position interpolation, NTK-aware scaling and YaRN,
 #    written the way Hugging Face's `rope_type` functions compute them (exercise 5).
 # 6. Replace positions by a per-head linear bias: ALiBi (exercise 6).
@@ -373,10 +374,11 @@ print(
 # token, $c_t$ and $k^R_t$: $d_c + d_r = 576$ numbers in DeepSeek-V3, where multi-head attention
 # with the same 128 heads of 128 would hold $2 \times 128 \times 128 = 32{,}768$.
 #
-# **Why a separate RoPE key?** The next exercise's trick ("absorption") rewrites
+# **Why a separate RoPE key?** Exercise MLA-2's trick ("absorption") rewrites
 # $q \cdot (W^{UK} c_s)$ as $(W^{UK\top} q) \cdot c_s$, so that attention reads the cached latent
-# without re-making any key. Rotate the keys $W^{UK} c_s$ by their position and a rotation that
-# depends on $s$ lands between $W^{UK}$ and $c_s$: the rewrite no longer holds for all positions
+# without re-making any key. Rotate that query and key by their positions $t$ and $s$ and the
+# score becomes $q \cdot R_{s-t} W^{UK} c_s$: a rotation that depends on the key's position sits
+# between the query and $W^{UK}$, so no single matrix can be folded into the query for every key
 # at once. So the keys made from the latent carry no position at all; position lives in a small
 # extra part of $d_r$ features, rotated as in notebook 04 and shared by every head, so it costs
 # the cache only $d_r$ numbers per token.
@@ -398,10 +400,10 @@ print(
 # `wo = nn.Linear(num_heads * head_dim, d_model)`.
 #
 # `forward(x, past_kv=None) -> (out, (c_kv, k_rope))` is causal self-attention. The new tokens sit
-# at positions `P … P+T-1`, where `P` is the cache's length (0 without one). Compute the queries,
-# the normalised latent and the rotated RoPE key of the new tokens, append the latent and the key
-# to `past_kv` along dim 1, then up-project the **whole** latent into each head's `k_nope` and `v`
-# and attend. Return the cache `(c_kv (B, S, d_latent), k_rope (B, S, d_rope))`: nothing
+# at positions `P … P+T-1`, where `P` is the cache's length (0 without one); rotate with section
+# 2's `apply_rope` at those positions. Compute the queries, the normalised latent and the rotated
+# RoPE key of the new tokens, append the latent and the key to `past_kv` along dim 1, then
+# up-project the **whole** latent into each head's `k_nope` and `v` and attend. Return the cache `(c_kv (B, S, d_latent), k_rope (B, S, d_rope))`: nothing
 # up-projected goes in it. The tests compare your module with DeepSeek's computation on your own
 # weights, then decode in pieces and compare with one full pass.
 #
@@ -410,7 +412,7 @@ print(
 # `self.wq(x).view(B, T, num_heads, head_dim + d_rope).transpose(1, 2)` gives each head its own
 # `[q_nope | q_rope]`; `.split([head_dim, d_rope], dim=-1)` separates them. Do the same with
 # `self.wkv_b(c_kv)` viewed as `(B, S, num_heads, 2 * head_dim)`. Splitting the flat output in two
-# halves first would hand head 0 the keys of heads 0 and 1.
+# halves first would give head 1, as its keys, the values of head 0.
 # </details>
 #
 # <details><summary>Hint 2: one RoPE key for every head</summary>
@@ -505,17 +507,25 @@ check_mla_decoding(MultiHeadLatentAttention, seed=1, thorough=True)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# What one token costs this module's cache, next to what multi-head attention with the same heads
-# would keep (keys `head_dim + d_rope` wide, values `head_dim`), in numbers per layer:
+# Token by token with the latent cache, then in one pass: the same outputs. Next to it, what one
+# token costs the cache, against multi-head attention with the same 8 heads (keys
+# `head_dim + d_rope` wide, values `head_dim`), in numbers per layer.
 
 # %%
 torch.manual_seed(0)
 mla = MultiHeadLatentAttention(d_model=64, num_heads=8, d_latent=16, head_dim=8, d_rope=4).eval()
+x = torch.randn(1, 6, 64)  # (B, T, C)
 with torch.no_grad():
-    _, (c_kv, k_rope) = mla(torch.randn(1, 5, 64))  # (B, T, C)
-per_token = (c_kv.numel() + k_rope.numel()) // 5
-print(f"cache: c_kv {tuple(c_kv.shape)}, k_rope {tuple(k_rope.shape)}: {per_token} numbers/token")
-print(f"MHA with the same heads: {8 * (8 + 4) + 8 * 8} numbers/token")
+    full, _ = mla(x)  # (B, T, C)
+    cache, steps = None, []
+    for t in range(6):
+        out, cache = mla(x[:, t : t + 1], cache)  # (B, 1, C); the cache grows by one position
+        steps.append(out)
+gap = (torch.cat(steps, dim=1) - full).abs().max().item()
+print(f"token by token vs one pass, largest difference: {gap:.1e}")
+c_kv, k_rope = cache
+print(f"cache after 6 tokens: c_kv {tuple(c_kv.shape)}, k_rope {tuple(k_rope.shape)}")
+print(f"numbers per token: {16 + 4} (MLA) against {8 * (8 + 4) + 8 * 8} (MHA, same heads)")
 
 # %% [markdown]
 # ### Absorbing the up-projections
@@ -625,30 +635,36 @@ check_absorbed_mla_memory(AbsorbedLatentAttention, seed=1, thorough=True)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# The same weights in both modules: prompt in one pass, then three tokens one at a time. The
-# outputs agree to rounding, and the largest tensor each creates for the last token shows what
-# absorption saves (PyTorch's dispatcher sees every tensor an operator makes).
+# The same weights in both modules (a latent twice as wide as a head, as in DeepSeek-V3, which
+# has 4 times): a prompt in one pass, then three tokens one at a time. The outputs agree to
+# rounding, and the largest tensor each module creates for a new token shows what absorption
+# saves (`track_tensors`, from notebook 06, sees every tensor an operator makes).
+
 
 # %%
+def prompt_then_tokens(module, x, prompt):
+    """``module`` on ``x[:, :prompt]`` in one pass, then on each later token with the cache;
+    the outputs ``(B, T, C)`` and the largest tensor created for the last token."""
+    with torch.no_grad():
+        out, cache = module(x[:, :prompt])  # (B, prompt, C)
+        outs = [out]
+        for t in range(prompt, x.shape[1]):
+            with track_tensors() as largest:
+                out, cache = module(x[:, t : t + 1], cache)  # (B, 1, C)
+            outs.append(out)
+    return torch.cat(outs, dim=1), largest
+
+
 torch.manual_seed(0)
-naive = MultiHeadLatentAttention(d_model=64, num_heads=8, d_latent=16, head_dim=32, d_rope=4)
-absorbed = AbsorbedLatentAttention(d_model=64, num_heads=8, d_latent=16, head_dim=32, d_rope=4)
+sizes = {"d_model": 64, "num_heads": 16, "d_latent": 32, "head_dim": 16, "d_rope": 4}
+naive, absorbed = MultiHeadLatentAttention(**sizes), AbsorbedLatentAttention(**sizes)
 absorbed.load_state_dict(naive.state_dict())
 x = torch.randn(1, 40, 64)  # (B, T, C)
-with torch.no_grad():
-    caches = {"naive": None, "absorbed": None}
-    outs = {"naive": [], "absorbed": []}
-    for name, module in (("naive", naive), ("absorbed", absorbed)):
-        for start, stop in ((0, 37), (37, 38), (38, 39), (39, 40)):
-            if stop == 40:
-                with track_tensors() as largest:
-                    out, caches[name] = module(x[:, start:stop], caches[name])
-                print(f"{name:>8}: largest tensor made for the last token {largest.describe()}")
-            else:
-                out, caches[name] = module(x[:, start:stop], caches[name])
-            outs[name].append(out)
-difference = (torch.cat(outs["naive"], 1) - torch.cat(outs["absorbed"], 1)).abs().max().item()
-print(f"largest difference between the two modules' outputs: {difference:.1e}")
+out_naive, largest_naive = prompt_then_tokens(naive, x, prompt=37)
+out_absorbed, largest_absorbed = prompt_then_tokens(absorbed, x, prompt=37)
+print(f"outputs, largest difference: {(out_naive - out_absorbed).abs().max().item():.1e}")
+print(f"largest tensor for a new token, naive:    {largest_naive.describe()}")
+print(f"largest tensor for a new token, absorbed: {largest_absorbed.describe()}")
 
 # %% [markdown]
 # ### What the latent saves: DeepSeek-V3's cache per token
