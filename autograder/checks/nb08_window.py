@@ -36,8 +36,13 @@ from ._core import (
 )
 from .nb03_masking import _causal, _diagnose, _expect_mask, _tril
 
-#: Learner-importable names that would compute these answers: none.
-ANSWERS_IN_TOOLS: dict[str, str] = {}
+#: Learner-importable names that would compute these answers: notebook 03's tool hands out the
+#: causal half of the window mask (its notebook withholds it too).
+ANSWERS_IN_TOOLS: dict[str, str] = {
+    "autograder.tools.nb03_masks.top_left_causal": (
+        "the causal half of sliding_window_mask, as top_left_causal(S, S)[S - T:]"
+    ),
+}
 
 MASK = "sliding_window_mask"
 

@@ -9,7 +9,7 @@
 # %% [markdown]
 # # 08 · Long context: windows, sinks, latent attention, RoPE scaling and ALiBi
 #
-# **Time:** about 3 h (~110 min of exercises) · **Prerequisites:** 03, 04
+# **Time:** about 3.5 h (~160 min of exercises) · **Prerequisites:** 03, 04
 #
 # Notebook 04 shrank the KV cache by sharing key/value heads. Models that read a hundred thousand
 # tokens go further, in three directions: they **remember less** (a sliding window, a few "sink"
@@ -25,8 +25,9 @@
 #    then absorb its up-projections to decode from the latent itself (exercises MLA-1 to MLA-3).
 # 5. Stretch RoPE to longer contexts: position interpolation, NTK-aware scaling and YaRN,
 #    written the way Hugging Face's `rope_type` functions compute them (exercise 5).
-# 6. Replace positions by a per-head linear bias: ALiBi (exercise 6).
-# 7. Count what a token costs in cache for Llama-, Mistral- and DeepSeek-shaped models.
+# 6. Replace positions by a per-head linear bias: ALiBi (exercises 6-7).
+# 7. Count what a token costs in cache for Llama-, Mistral- and DeepSeek-shaped models
+#    (exercise 8).
 #
 # **How this notebook is graded.** Each exercise is a function you complete in place of
 # `raise NotImplementedError()`. The locked cell after it checks your code and names the likely
@@ -63,6 +64,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from autograder.checks.nb08_alibi import check_alibi_bias, check_alibi_slopes
 from autograder.checks.nb08_mla import (
     check_absorbed_mla_matches_naive,
     check_absorbed_mla_memory,
@@ -70,12 +72,14 @@ from autograder.checks.nb08_mla import (
     check_mla_full_pass,
 )
 from autograder.checks.nb08_mla_cache import check_mla_cache_bytes
+from autograder.checks.nb08_numbers import check_window_cache_bytes
 from autograder.checks.nb08_rolling import check_sliding_window_decoding
 from autograder.checks.nb08_rope_scaling import (
     check_rope_dynamic,
     check_rope_linear,
     check_rope_yarn,
 )
+from autograder.checks.nb08_sinks import check_sink_attention
 from autograder.checks.nb08_window import (
     check_rolling_cache_update,
     check_sliding_window_mask_values,
@@ -345,6 +349,109 @@ print(
 
 # %% [markdown]
 # ## 3 · Attention sinks
+#
+# A sliding window forgets the start of the text. That sounds harmless, but Xiao et al. (2024,
+# *StreamingLLM*) measured something odd: a model run with a plain window collapses (its
+# perplexity explodes) the moment the very first tokens leave the cache. Trained models park a
+# large share of every head's attention on the first token or two, whatever they say: a softmax
+# must put its weight somewhere, and the first tokens, which every later token has seen, become
+# the place to dump it. Notebook 07's heads do the same. Remove those **attention sinks** and
+# the weight they held is spread over tokens that never carried it.
+#
+# The fix: keep the first `n_sink` tokens (4 in the paper) for good, plus the `window` most
+# recent ones (the new token included). When a token arrives and the cache is full, the oldest
+# token *after* the sinks is evicted:
+#
+# ```
+#  n_sink = 2, window = 3     cache after each token (positions in the text)
+#  token 4                    [0, 1, 2, 3, 4]
+#  token 5                    [0, 1, 3, 4, 5]          2 evicted
+#  token 6                    [0, 1, 4, 5, 6]          3 evicted
+# ```
+#
+# **Which positions does RoPE use?** Not those of the text: StreamingLLM numbers positions
+# **inside the cache**. At token 6 above, the five kept keys are rotated at positions 0 … 4 and
+# the new query at 4, so the distances the model sees never exceed the cache's size, however
+# long the stream runs (rotating at text positions would put the sinks thousands of positions
+# away, further than anything seen in training). Since a key's place in the cache moves whenever
+# a token is evicted, the cache stores keys **before** rotation and rotates all of them at every
+# step: the opposite of notebook 04's cache and of §2's ring. (Hugging Face's former
+# `SinkCache` kept rotated keys and turned the kept ones back by the shift instead; the numbers
+# are the same.)
+#
+# ### Exercise 4 · `sink_attention`
+#
+# **Difficulty** ●●○ · **Importance** ★★☆ (streaming and very long chats) · **Time** ~15 min
+#
+# One decoding step of a sink cache. It receives the new token's raw `q (B, nh, 1, hs)`, `k` and
+# `v (B, nkv, 1, hs)`, and the raw kept keys and values `past_k`, `past_v (B, nkv, P, hs)`
+# (empty, `P = 0`, at the first token). Append the new token; if more than `n_sink + window`
+# tokens are now kept, keep the first `n_sink` and the last `window`. Rotate the kept keys at
+# `0 … n-1` and the query at `n - 1` with `apply_rope`, attend (no mask: the new token sees
+# everything kept), and return `(out (B, nh, 1, hs), (past_k, past_v))` with the raw keys.
+#
+# <details><summary>Hint</summary>
+#
+# `torch.cat([keys[:, :, :n_sink], keys[:, :, -window:]], dim=2)` evicts; `positions =
+# torch.arange(n)`; the query at `positions[-1:]`.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "sink_attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def sink_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    past_k: torch.Tensor,
+    past_v: torch.Tensor,
+    n_sink: int,
+    window: int,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """One step of StreamingLLM: keep ``n_sink`` first and ``window`` last tokens, positions
+    numbered inside the cache.
+
+    Args:
+        q: the new query ``(B, nh, 1, hs)``; k, v: its key and value ``(B, nkv, 1, hs)``; raw.
+        past_k, past_v: the kept raw keys and values ``(B, nkv, P, hs)``, in text order.
+        n_sink: first tokens kept for good; window: most recent tokens kept (the new one too).
+
+    Returns:
+        ``(out (B, nh, 1, hs), (past_k, past_v))``: the kept raw keys and values after this token.
+    """
+    ### BEGIN SOLUTION
+    keys = torch.cat([past_k, k], dim=2)  # (B, nkv, P + 1, hs): raw, in text order
+    values = torch.cat([past_v, v], dim=2)  # (B, nkv, P + 1, hs)
+    if keys.shape[2] > n_sink + window:  # evict the oldest token after the sinks
+        keys = torch.cat([keys[:, :, :n_sink], keys[:, :, -window:]], dim=2)  # (B, nkv, n, hs)
+        values = torch.cat([values[:, :, :n_sink], values[:, :, -window:]], dim=2)
+    positions = torch.arange(keys.shape[2], device=q.device)  # (n,): places in the cache
+    out = F.scaled_dot_product_attention(
+        apply_rope(q, positions[-1:]), apply_rope(keys, positions), values, enable_gqa=True
+    )  # (B, nh, 1, hs)
+    return out, (keys, values)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_sink_attention_streaming", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Token by token, sink_attention attends to the sinks and the window at their places in the cache."""
+check_sink_attention(sink_attention)
+### BEGIN HIDDEN TESTS
+check_sink_attention(sink_attention, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Stream 40 tokens through a cache of 2 sinks and a window of 6: the cache never holds more than
+# 8 tokens, and the largest position RoPE ever sees is 7.
+
+# %%
+torch.manual_seed(0)
+nkv, hs, n_sink, window = 2, 8, 2, 6
+past = torch.zeros(1, nkv, 0, hs), torch.zeros(1, nkv, 0, hs)
+for _ in range(40):
+    q_t = torch.randn(1, 4, 1, hs)  # (B, nh, 1, hs)
+    k_t, v_t = torch.randn(1, nkv, 1, hs), torch.randn(1, nkv, 1, hs)  # (B, nkv, 1, hs)
+    out, past = sink_attention(q_t, k_t, v_t, *past, n_sink=n_sink, window=window)
+print(f"after 40 tokens the cache holds {past[0].shape[2]} keys: 2 sinks and the last 6 tokens")
 
 # %% [markdown]
 # ## 4 · Multi-head latent attention (MLA)
@@ -882,14 +989,197 @@ plt.show()
 
 # %% [markdown]
 # ## 6 · ALiBi: a bias instead of a rotation
+#
+# ALiBi (Press et al. 2022, used by BLOOM and MPT) gives attention no position embedding at
+# all. It adds to each score a penalty that grows linearly with the distance between query and
+# key: head $h$ adds $-m_h \cdot (p - j)$ to the score of the query at position $p$ with the key
+# at position $j \le p$. Each head has its own slope $m_h$: a steep one makes a head look at the
+# last few tokens, a shallow one lets it read far back. Since nothing is learned per position,
+# a model trained on 1024 tokens still computes something sensible at 2048 (the paper's claim,
+# measured on perplexity).
+#
+# The slopes form a geometric sequence. For $n$ heads, a power of two, head $h$ (from 0) gets
+# $2^{-8(h+1)/n}$: for 8 heads $\tfrac12, \tfrac14, \dots, \tfrac1{256}$. For any other $n$, the
+# paper takes the slopes of the nearest lower power of two $2^{\lfloor \log_2 n \rfloor}$, then
+# adds every other slope (the 1st, 3rd, 5th...) of twice that many heads, which fall between
+# the first ones, until there are $n$. BLOOM-176B has 112 heads: 64 slopes, then 48 of the 128.
+#
+# ### Exercise 6 · `alibi_slopes`
+#
+# **Difficulty** ●●○ · **Importance** ★★☆ (BLOOM, MPT; a classic interview question) · **Time**
+# ~15 min
+#
+# Return the slopes `(nh,)` as a float32 tensor. Build them with torch operations
+# (`torch.pow` of a base over `torch.arange`, as BLOOM's `build_alibi_tensor` does): the grader
+# does not accept a tensor written from a list of Python numbers.
+#
+# <details><summary>Hint</summary>
+#
+# `lower = 2 ** math.floor(math.log2(num_heads))`; the first slopes are
+# `torch.pow(2.0, -8 / lower * torch.arange(1, lower + 1))`; the extra ones
+# `torch.pow(2.0, -8 / (2 * lower) * torch.arange(1, 2 * (num_heads - lower) + 1, 2))`.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "alibi_slopes", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def alibi_slopes(num_heads: int) -> torch.Tensor:
+    """ALiBi's slope per head ``(nh,)``, float32: ``2^(-8(h+1)/n)`` when ``n`` is a power of two,
+    else those of the lower power of two, then every other slope of twice as many heads."""
+    ### BEGIN SOLUTION
+    lower = 2 ** math.floor(math.log2(num_heads))  # the nearest power of two at or below
+    first = torch.pow(2.0, -8 / lower * torch.arange(1, lower + 1))  # (lower,)
+    odd = torch.arange(1, 2 * (num_heads - lower) + 1, 2)  # 1st, 3rd, ... of 2·lower heads
+    extra = torch.pow(2.0, -8 / (2 * lower) * odd)  # (nh - lower,)
+    return torch.cat([first, extra]).float()  # (nh,)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_alibi_slopes_values", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""alibi_slopes(n) equals the ALiBi paper's slopes, for head counts that are powers of two and not."""
+check_alibi_slopes(alibi_slopes)
+### BEGIN HIDDEN TESTS
+check_alibi_slopes(alibi_slopes, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 7 · `alibi_bias`
+#
+# **Difficulty** ●○○ · **Importance** ★★☆ · **Time** ~10 min
+#
+# Return the float bias `(nh, T, S)` that `F.scaled_dot_product_attention` adds to the scores
+# through `attn_mask`: `-slopes[h] · (p - j)` for keys `j <= p`, and `-inf` after `p` (ALiBi's
+# causal mask is folded into it). As with every mask of this course, the `T` queries are the
+# last `T` of the `S` positions: `p = S - T + i`. The check attends with your bias through SDPA
+# and compares with attention computed by hand.
+#
+# <details><summary>Hint</summary>
+#
+# `distance = torch.arange(S - T, S)[:, None] - torch.arange(S)[None, :]` is `p - j`, `(T, S)`;
+# multiply by `-slopes[:, None, None]`, then `masked_fill(distance < 0, float("-inf"))`.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "alibi_bias", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def alibi_bias(slopes: torch.Tensor, T: int, S: int | None = None) -> torch.Tensor:
+    """ALiBi's bias ``(nh, T, S)``: ``-slopes[h] · (p - j)`` for keys ``j <= p = S - T + i``,
+    ``-inf`` after. ``S`` defaults to ``T``."""
+    ### BEGIN SOLUTION
+    S = T if S is None else S
+    query = torch.arange(S - T, S, device=slopes.device)[:, None]  # (T, 1): positions p
+    key = torch.arange(S, device=slopes.device)[None, :]  # (1, S)
+    distance = (query - key).to(slopes.dtype)  # (T, S): p - j
+    bias = -slopes[:, None, None] * distance  # (nh, 1, 1) * (T, S) -> (nh, T, S)
+    return bias.masked_fill(distance < 0, float("-inf"))
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_alibi_bias_attention", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""SDPA with alibi_bias as its float attn_mask equals ALiBi's attention computed by hand, S > T too."""
+check_alibi_bias(alibi_bias)
+### BEGIN HIDDEN TESTS
+check_alibi_bias(alibi_bias, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# A 12-head model: heads 0-7 get the slopes of 8 heads, heads 8-11 the ones that fall between
+# them. Below, the bias of its steepest head (8, slope $2^{-1/2}$), which forgets within a few
+# tokens, and its shallowest (7, slope $2^{-8}$), which still reads far back. A float
+# `attn_mask` is added to the scores before the softmax, so SDPA runs ALiBi as it is:
+
+# %%
+slopes_12 = alibi_slopes(12)
+print("12 heads:", [f"{m:.4f}" for m in slopes_12.tolist()])
+bias = alibi_bias(slopes_12, 10)  # (nh, T, S)
+fig, axes = plt.subplots(1, 2, figsize=(7, 3))
+for ax, h in zip(axes, (8, 7), strict=True):
+    ax.imshow(bias[h].clamp(min=-8), cmap="viridis")
+    ax.set(title=f"head {h}, slope {slopes_12[h]:.4f}", xlabel="key j", ylabel="query p")
+plt.show()
+q, k, v = torch.randn(1, 12, 10, 16), torch.randn(1, 12, 10, 16), torch.randn(1, 12, 10, 16)
+by_hand = ((q @ k.transpose(-2, -1)) / 4 + bias).softmax(-1) @ v  # (B, nh, T, hs)
+print(
+    "SDPA with attn_mask=bias vs by hand:",
+    (F.scaled_dot_product_attention(q, k, v, attn_mask=bias) - by_hand).abs().max().item(),
+)
 
 # %% [markdown]
 # ## 7 · What a token costs: cache bytes per token
+#
+# Notebook 04's formula, $2 \times \text{layers} \times n_{kv} \times hs \times \text{tokens}
+# \times \text{batch} \times \text{bytes}$, counted every token of the text. A sliding window
+# changes one factor: the cache holds $\min(\text{tokens}, W)$ positions, so past $W$ tokens
+# its size stops growing. (Mistral's reference code allocates the $W$ slots of its ring up front;
+# Hugging Face's cache grows until it reaches $W$. The formula below counts what is held, the
+# second way.)
+#
+# ### Exercise 8 · `window_cache_bytes`
+#
+# **Difficulty** ●○○ · **Importance** ★★★ (the number that sizes a long-context deployment) ·
+# **Time** ~5 min
+#
+# Integer arithmetic only; `window=None` means no window (every token is kept).
+
+
+# %% nbgrader={"grade": false, "grade_id": "window_cache_bytes", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def window_cache_bytes(
+    num_layers: int,
+    num_kv_heads: int,
+    head_dim: int,
+    seq_len: int,
+    window: int | None = None,
+    batch_size: int = 1,
+    bytes_per_value: int = 2,
+) -> int:
+    """Bytes of a KV cache that keeps at most ``window`` positions per layer (all of them when
+    ``window`` is None): K and V of shape ``(batch_size, num_kv_heads, held, head_dim)``."""
+    ### BEGIN SOLUTION
+    held = seq_len if window is None else min(seq_len, window)  # positions in the cache
+    return 2 * num_layers * num_kv_heads * head_dim * held * batch_size * bytes_per_value
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_window_cache_bytes_values", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""window_cache_bytes equals the bytes of the cache tensors: min(seq_len, window) positions per layer."""
+check_window_cache_bytes(window_cache_bytes)
+### BEGIN HIDDEN TESTS
+check_window_cache_bytes(window_cache_bytes, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Three 2024-2025 shapes at growing lengths, bf16, one sequence: a Llama-3-8B-shaped model
+# (32 layers, GQA with 8 key/value heads of 128, no window), a Mistral-7B-v0.1-shaped one (the
+# same cache shape with a 4096-token window), and DeepSeek-V3's latent cache of §4 (61 layers,
+# a 512-wide latent and a 64-wide RoPE key per token and layer).
+
+# %%
+lengths = (4096, 32768, 131072)
+shapes = {
+    "Llama 3 8B (GQA 8 × 128)": lambda n: window_cache_bytes(32, 8, 128, n),
+    "Mistral 7B (GQA, W = 4096)": lambda n: window_cache_bytes(32, 8, 128, n, window=4096),
+    "DeepSeek-V3 (MLA 512 + 64)": lambda n: mla_cache_bytes(61, 512, 64, n),
+}
+print(f"{'':28s}" + "".join(f"{n:>12,} tok" for n in lengths))
+for name, size in shapes.items():
+    print(f"{name:28s}" + "".join(f"{size(n) / 2**30:>12.2f} GiB" for n in lengths))
 
 # %% [markdown]
 # ## Summary
 #
 # - A sliding window of $W$ keys lets the query at position $p$ see keys $p - W + 1 \dots p$;
-#   the cache then never holds more than $W$ positions per layer.
+#   the cache then never holds more than $W$ positions per layer: a ring buffer writes
+#   position $p$ into slot $p \bmod W$. Read it oldest position first whenever order matters
+#   (a chunk's mask), and rotate with RoPE at the absolute position, never at the slot.
+# - StreamingLLM keeps the first few tokens (attention sinks) besides the window, stores keys
+#   unrotated and numbers positions inside the cache, so distances stay within training range.
+# - Long-context RoPE changes the frequencies, not the weights: linear interpolation divides all
+#   of them by the factor, NTK-aware scaling raises the base (fast pairs kept, slow pairs
+#   interpolated), YaRN decides per pair by wavelength and multiplies cos and sin by
+#   $0.1 \ln s + 1$.
+# - ALiBi adds $-m_h (p - j)$ to the scores, with geometric slopes per head ($2^{-8(h+1)/n}$,
+#   and an interleaved second series when $n$ is not a power of two); SDPA takes it as a float
+#   `attn_mask`.
+# - Past its window, a Mistral-shaped cache stops growing; a latent cache (MLA) grows with the
+#   text but costs about half of a Llama-3-8B-shaped GQA cache per token here, for a far larger
+#   model.
 #
 # **Next:** notebook 09 puts the whole course to an interview's questions.

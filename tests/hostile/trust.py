@@ -42,13 +42,14 @@ NB01, NB02, NB03, NB04 = (
     "03_masking",
     "04_grouped_query_attention",
 )
-NB05, NB06, NB07, NB09 = (
+NB05, NB06, NB07, NB08, NB09 = (
     "05_parallel_vs_sequential",
     "06_gpu_attention",
     "07_exploring_heads",
+    "08_long_context",
     "09_interview_prep",
 )
-NOTEBOOKS = (NB01, NB02, NB03, NB04, NB05, NB06, NB07, NB09)
+NOTEBOOKS = (NB01, NB02, NB03, NB04, NB05, NB06, NB07, NB08, NB09)
 # Notebook 06's Triton checks are optional self-checks without points: nothing to win there.
 TRITON = ("selfcheck_triton_attention_matches_sdpa", "selfcheck_triton_attention_causal")
 TILED = ("test_tiled_attention_matches_sdpa", "test_tiled_attention_causal")
