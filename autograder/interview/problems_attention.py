@@ -14,7 +14,17 @@ import torch
 from autograder.checks import nb01_attention as nb01
 from autograder.checks import nb03_masking as masking
 
-from .task import Problem, Task, Variant, course_check, fail, one_tensor, shaped, tensors
+from .task import (
+    Problem,
+    Task,
+    Variant,
+    course_check,
+    fail,
+    layout_moved,
+    one_tensor,
+    shaped,
+    tensors,
+)
 
 # ------------------------------------------------------------------------------ attention
 
@@ -110,15 +120,17 @@ ATTENTION = Problem(
         ),
         Variant(
             "seq_first",
-            _attention_task(
-                "attention",
-                "def attention(q, k, v, mask=None):",
-                "**Sequence first**, as `nn.MultiheadAttention` with its default "
-                "`batch_first=False`: `q` (T, ..., d_k), `k` (S, ..., d_k), `v` (S, ..., d_v). "
-                "`mask` is an optional bool tensor broadcastable to (..., T, S), True = may "
-                "attend. Return `(out, weights)` with `out` sequence first (T, ..., d_v) and "
-                f"`weights` (..., T, S). {_EMPTY_ROW} {_NO_BUILTIN}",
-                _attention_seq_first,
+            layout_moved(
+                _attention_task(
+                    "attention",
+                    "def attention(q, k, v, mask=None):",
+                    "**Sequence first**, as `nn.MultiheadAttention` with its default "
+                    "`batch_first=False`: `q` (T, ..., d_k), `k` (S, ..., d_k), `v` (S, ..., d_v). "
+                    "`mask` is an optional bool tensor broadcastable to (..., T, S), True = may "
+                    "attend. Return `(out, weights)` with `out` sequence first (T, ..., d_v) and "
+                    f"`weights` (..., T, S). {_EMPTY_ROW} {_NO_BUILTIN}",
+                    _attention_seq_first,
+                )
             ),
         ),
     ),

@@ -12,7 +12,7 @@ from autograder.checks import nb02_cross as cross
 from autograder.tools.modules import TorchMultiHeadAttention
 
 from .problems_attention import ATTENTION_MASK
-from .task import Problem, Task, Variant, course_check, shaped, tensors
+from .task import Problem, Task, Variant, course_check, layout_moved, shaped, tensors
 
 # ----------------------------------------------------------------- cross-attention, padded
 
@@ -94,14 +94,16 @@ CROSS_ATTENTION = Problem(
         ),
         Variant(
             "seq_first",
-            _cross_task(
-                "def cross_attention(decoder_x, encoder_out, encoder_lengths, q_proj, k_proj, "
-                "v_proj, out_proj, num_heads):",
-                "**Sequence first**: `decoder_x` (T, B, C), `encoder_out` (S, B, C); "
-                "`encoder_lengths` (B,) holds each encoder sequence's real length. "
-                f"{_CROSS} `out` is (T, B, C).",
-                lambda lengths, S: lengths,
-                seq_first=True,
+            layout_moved(
+                _cross_task(
+                    "def cross_attention(decoder_x, encoder_out, encoder_lengths, q_proj, k_proj, "
+                    "v_proj, out_proj, num_heads):",
+                    "**Sequence first**: `decoder_x` (T, B, C), `encoder_out` (S, B, C); "
+                    "`encoder_lengths` (B,) holds each encoder sequence's real length. "
+                    f"{_CROSS} `out` is (T, B, C).",
+                    lambda lengths, S: lengths,
+                    seq_first=True,
+                )
             ),
         ),
     ),

@@ -12,7 +12,17 @@ from torch import nn
 from autograder.checks import nb04_gqa as gqa
 
 from .problems_layers import GQA_EXTENSION
-from .task import Problem, Task, Variant, course_check, fail, one_tensor, shaped, tensors
+from .task import (
+    Problem,
+    Task,
+    Variant,
+    course_check,
+    fail,
+    layout_moved,
+    one_tensor,
+    shaped,
+    tensors,
+)
 
 # ------------------------------------------------------------------------------ repeat_kv
 
@@ -60,13 +70,16 @@ REPEAT_KV = Problem(
     (
         Variant(
             "bshd",
-            _repeat_task(
-                "repeat_kv",
-                "def repeat_kv(x, n_rep):",
-                "**Heads third**, the `(batch, seqlen, heads, head_dim)` layout of "
-                "FlashAttention's API: `x` (B, S, nkv, hs) -> (B, S, nkv·n_rep, hs). " + _GROUPS,
-                _repeat_bshd,
-                _HEADS_THIRD,
+            layout_moved(
+                _repeat_task(
+                    "repeat_kv",
+                    "def repeat_kv(x, n_rep):",
+                    "**Heads third**, the `(batch, seqlen, heads, head_dim)` layout of "
+                    "FlashAttention's API: `x` (B, S, nkv, hs) -> (B, S, nkv·n_rep, hs). "
+                    + _GROUPS,
+                    _repeat_bshd,
+                    _HEADS_THIRD,
+                )
             ),
         ),
         Variant(

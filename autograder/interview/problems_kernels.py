@@ -14,7 +14,7 @@ import torch
 from autograder.checks import nb04_rope as rope
 from autograder.checks import nb06_gpu as gpu
 
-from .task import Problem, Task, Variant, course_check, one_tensor, shaped, tensors
+from .task import Problem, Task, Variant, course_check, layout_moved, one_tensor, shaped, tensors
 
 # ------------------------------------------------------------------------------------- RoPE
 
@@ -88,12 +88,14 @@ ROPE = Problem(
         ),
         Variant(
             "heads_third",
-            _rope_task(
-                "def apply_rope(x, positions, base=10000.0):",
-                "`x` is **(..., T, nh, hs)**, positions before heads (Hugging Face's layout "
-                "before the transpose); features i and i + hs/2 form pair i (split halves, "
-                f"`rotate_half`). {_ROPE}",
-                _rope_heads_third,
+            layout_moved(
+                _rope_task(
+                    "def apply_rope(x, positions, base=10000.0):",
+                    "`x` is **(..., T, nh, hs)**, positions before heads (Hugging Face's layout "
+                    "before the transpose); features i and i + hs/2 form pair i (split halves, "
+                    f"`rotate_half`). {_ROPE}",
+                    _rope_heads_third,
+                )
             ),
         ),
         Variant(

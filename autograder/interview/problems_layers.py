@@ -14,7 +14,17 @@ from torch import nn
 from autograder.checks import nb09_bugs as bugs
 from autograder.checks import nb09_live as live
 
-from .task import Problem, Task, Variant, course_check, fail, one_tensor, shaped, tensors
+from .task import (
+    Problem,
+    Task,
+    Variant,
+    course_check,
+    fail,
+    layout_moved,
+    one_tensor,
+    shaped,
+    tensors,
+)
 
 # ------------------------------------------------------------ multi-head attention, bare weights
 
@@ -127,12 +137,14 @@ CAUSAL_MHA = Problem(
         ),
         Variant(
             "seq_first",
-            _mha_task(
-                "def causal_self_attention(x, w_q, w_k, w_v, w_out, num_heads):",
-                "**Sequence first**: `x` (T, B, C) (`nn.MultiheadAttention`'s default "
-                f"layout); `w_q`, `w_k`, `w_v`, `w_out` (C, C). {_LINEAR} Return `out` "
-                "(T, B, C).",
-                _mha_seq_first,
+            layout_moved(
+                _mha_task(
+                    "def causal_self_attention(x, w_q, w_k, w_v, w_out, num_heads):",
+                    "**Sequence first**: `x` (T, B, C) (`nn.MultiheadAttention`'s default "
+                    f"layout); `w_q`, `w_k`, `w_v`, `w_out` (C, C). {_LINEAR} Return `out` "
+                    "(T, B, C).",
+                    _mha_seq_first,
+                )
             ),
         ),
         Variant(

@@ -12,7 +12,7 @@ course's notebook, pasted here, fails where the contracts differ.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -64,6 +64,13 @@ class Problem:
 
     def variant(self, variant_id: str) -> Variant:
         return next(v for v in self.variants if v.id == variant_id)
+
+
+def layout_moved(task: Task) -> Task:
+    """``task`` for a variant that hands the learner the check's tensors in another layout: a
+    diagnosis's input shapes are the check's, and say so."""
+    note = (" inputs (", " inputs (shapes before this variant's layout) (")
+    return replace(task, replacements=(*task.replacements, note))
 
 
 def course_check(check: Callable[..., None], adapt: Callable[[Any], Any], *extra) -> Grader:
