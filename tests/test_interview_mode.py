@@ -131,6 +131,10 @@ def attention(q, k, v, bias=None):
     return weights @ v, weights
 """
 RIGHT = WRONG.replace("q @ k.transpose(-2, -1)", "q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])")
+SCOPE = """print(*sorted(
+    name for name in globals()
+    if not name.startswith("_") and name not in ("In", "Out", "get_ipython", "exit", "quit", "open")
+))"""
 EXTENSION = """
 def causal_mask(T, S=None, device=None):
     S = T if S is None else S
@@ -155,12 +159,14 @@ def test_one_attempt_end_to_end_in_a_kernel(tmp_path, monkeypatch):
         nbformat.v4.new_code_cell(EXTENSION + "interview.run_extension(globals())"),
         nbformat.v4.new_code_cell(f'interview.answer("{question}", "{_right_letter(question)}")'),
         nbformat.v4.new_code_cell("print(interview.timer.text())"),
+        nbformat.v4.new_code_cell(SCOPE),
     ]
     client = NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True)
     client.resources = {"metadata": {"path": str(path.parent)}}
     with client.setup_kernel():
-        _, clock, answer, tests, extension, spoken, shown = nb.cells
+        _, clock, answer, tests, extension, spoken, shown, scope = nb.cells
         client.execute_cell(clock, 1)
+        assert _outputs_text(client.execute_cell(scope, 7)).split() == ["Interview", "interview"]
         answer.source = WRONG
         client.execute_cell(answer, 2)
         client.execute_cell(tests, 3)
