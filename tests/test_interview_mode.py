@@ -166,6 +166,8 @@ def test_one_attempt_end_to_end_in_a_kernel(tmp_path, monkeypatch):
     with client.setup_kernel():
         _, clock, answer, tests, extension, spoken, shown, scope = nb.cells
         client.execute_cell(clock, 1)
+        client.execute_cell(tests, 3)  # Run All reaches the test cell before any answer
+        assert "`attention` is not defined yet" in _outputs_text(tests)
         assert _outputs_text(client.execute_cell(scope, 7)).split() == ["Interview", "interview"]
         answer.source = WRONG
         client.execute_cell(answer, 2)

@@ -59,9 +59,12 @@ class Interview:
         return self.timer.start()
 
     def _grade(self, task: Task, namespace: dict) -> str | None:
+        """``task``'s diagnosis of the learner's answer; an answer not written yet is said at
+        once and not recorded (Run All reaches the test cell before anything is written)."""
+        __tracebackhide__ = True
         answer = namespace.get(task.name)
         if answer is None:
-            return (
+            raise CheckFailure(
                 f"`{task.name}` is not defined yet: write it in the empty cell and run that cell."
             )
         return grade(task, answer)
