@@ -89,6 +89,7 @@ def test_one_command_gives_a_new_problem(tmp_path, capsys):
     assert main(["interview", "--folder", str(tmp_path)]) == 0
     assert "Mock interview:" in capsys.readouterr().out
     (written,) = (tmp_path / "interview").glob("*.ipynb")
+    nbformat.validate(nbformat.read(written, as_version=4))
     assert written.stem == scorecard.load(tmp_path / "interview")["attempts"][0]["id"]
     assert main(["interview", "no_such_problem", "--folder", str(tmp_path)]) == 2
 
