@@ -6,7 +6,10 @@ heads, ``d`` / ``d_v`` key / value width, ``...`` any leading dimensions.
 
 from __future__ import annotations
 
+import functools
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from autograder.checks import nb02_block as block
@@ -113,7 +116,7 @@ def _block(fn, gpt2: bool):
                 packed = [a.q_proj, a.k_proj, a.v_proj]
                 weight = torch.cat([p.weight for p in packed])  # (3C, C)
                 bias = torch.cat([p.bias for p in packed])  # (3C,)
-                c_attn = lambda h: torch.nn.functional.linear(h, weight, bias)  # noqa: E731
+                c_attn = functools.partial(F.linear, weight=weight, bias=bias)  # C -> 3C
                 args = (self.ln1, c_attn, a.out_proj, self.ln2, fc, proj)
             else:
                 args = (self.ln1, a.q_proj, a.k_proj, a.v_proj, a.out_proj, self.ln2, fc, proj)
