@@ -103,7 +103,7 @@ def check_sink_attention(sink_attention: Callable, *, seed: int = 0, thorough: b
     __tracebackhide__ = True
     gen = make_generator(seed)
     configs = [(4, 2, 8, 2, 3), (2, 2, 4, 1, 4), (3, 1, 6, 3, 2)]  # nh, nkv, hs, n_sink, window
-    for _ in range(2 if thorough else 0):
+    for _ in range(1 if thorough else 0):
         nkv = randint(gen, 1, 2)
         configs.append(
             (
@@ -115,7 +115,7 @@ def check_sink_attention(sink_attention: Callable, *, seed: int = 0, thorough: b
             )
         )
     for nh, nkv, hs, n_sink, window in configs:
-        S = n_sink + window + 4
+        S = n_sink + window + 3
         q = randn(gen, 2, nh, S, hs, dtype=torch.float32)  # (B, nh, S, hs)
         k = randn(gen, 2, nkv, S, hs, dtype=torch.float32)  # (B, nkv, S, hs)
         v = randn(gen, 2, nkv, S, hs, dtype=torch.float32)  # (B, nkv, S, hs)
