@@ -44,6 +44,7 @@ from autograder.nbgrader_settings import grading_config
 from autograder.results import CellResult, NotebookResult, read_notebook
 
 RESULT_VERSION = 1
+EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")  # kept beside each graded notebook
 
 
 @dataclass
@@ -346,6 +347,13 @@ class Worker:
             for src, kind, filename in pairs:
                 if src.is_file():
                     copy_atomic(src, self.out / kind / student / assignment / filename)
+        # nbgrader's exchange files (``submit`` writes them, ``collect`` keeps them):
+        # ``release_feedback`` finds a learner's feedback by them, and ``generate_feedback`` in
+        # graded/ copies them from autograded/ into feedback/.
+        for filename in EXCHANGE_FILES:
+            src = course / "autograded" / student / assignment / filename
+            for kind in ("autograded", "feedback") if src.is_file() else ():
+                copy_atomic(src, self.out / kind / student / assignment / filename)
         target = self.out / "submitted" / student / assignment
         if folder.resolve() != target.resolve():
             submitted = course / "submitted" / student / assignment
