@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 from autograder.tools.nb06_gpu import track_tensors
 from autograder.torch_helpers import one_thread
@@ -288,17 +289,20 @@ def _memory_configs(thorough: bool):
     """``(config, B, P)``: the up-projected keys of the cache, B·S·nh·hd numbers, outnumber
     whatever an absorbed step creates: a weight matrix, the latent and RoPE cache, even that
     cache copied once per head (``q @ c[:, None].mT`` broadcasts it), since d_latent + d_rope
-    is at most half of head_dim here."""
-    yield (32, 4, 6, 16, 2), 2, 39
+    is at most half of head_dim here. Up-projecting the cache (2·B·S·d_latent·nh·hd FLOPs for
+    the keys alone) also costs about twice an absorbed step, W_UK and W_UV merged into wq and wo
+    at every call included."""
+    yield (32, 4, 6, 16, 2), 2, 119
     if thorough:
-        yield (48, 6, 4, 12, 2), 2, 40
-        yield (40, 5, 4, 10, 2), 3, 30
+        yield (48, 6, 4, 12, 2), 2, 120
+        yield (40, 5, 4, 10, 2), 3, 100
 
 
 @one_thread
 def check_absorbed_mla_memory(cls: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """Decoding one token after P cached positions creates no tensor as large as the cache's
-    up-projected keys or values (B·S·nh·head_dim numbers); the output is right."""
+    up-projected keys or values (B·S·nh·head_dim numbers), and costs fewer FLOPs than making
+    them; the output is right."""
     __tracebackhide__ = True
     gen = make_generator(seed)
     for config, B, P in _memory_configs(thorough):
@@ -307,7 +311,8 @@ def check_absorbed_mla_memory(cls: Callable, *, seed: int = 0, thorough: bool = 
         x = randn(gen, B, P + 1, C, dtype=torch.float32)  # (B, S, C)
         c, k_raw = _latent.latent(module, x[:, :P])  # (B, P, dc), (B, P, dr)
         past = (c.float(), rotate(k_raw, torch.arange(P)).float())
-        with track_tensors() as big:
+        counter = FlopCounterMode(display=False)
+        with track_tensors() as big, counter:
             out, _, _ = _forward(module, x[:, P:], past, ABSORBED)
         limit = B * (P + 1) * nh * hd
         if big.numel >= limit:
@@ -317,6 +322,15 @@ def check_absorbed_mla_memory(cls: Callable, *, seed: int = 0, thorough: bool = 
                 f"keys or values of the whole cache (B·S·num_heads·head_dim = {limit:,}): "
                 "absorb W_UK into the query (q_nope @ W_UK per head) and W_UV into the output "
                 "(the attention's latent output @ W_UVᵀ), so attention reads the cached latent."
+            )
+        flops, up = counter.get_total_flops(), 2 * B * (P + 1) * dc * nh * hd
+        if flops >= up:
+            fail(
+                f"Decoding one token after {P} cached positions, your `{ABSORBED}` did "
+                f"{flops:,} FLOPs, as many as up-projecting the cached latent into every head's "
+                f"keys (2·B·S·d_latent·num_heads·head_dim = {up:,}), even if one head or one "
+                "position at a time: absorb W_UK into the query and W_UV into the output, so "
+                "attention reads the cached latent."
             )
         if not close(out, _latent.oracle(module, x, P)):
             fail(

@@ -442,6 +442,23 @@ class AbsorbedExpandsValues(AbsorbedManual):
         return torch.softmax(scores, dim=-1) @ v
 
 
+class AbsorbedPerHead(MLAManual):
+    """Not absorbed: each head's keys and values made from the whole cache, one head at a time,
+    so that no single tensor holds them all."""
+
+    def attend(self, q_nope, q_rope, c, k_rope):
+        w = self.wkv_b.weight.view(self.num_heads, 2 * self.head_dim, self.d_latent)
+        T, S = q_nope.shape[2], c.shape[1]
+        outs = []
+        for h in range(self.num_heads):
+            k_h = c @ w[h, : self.head_dim].T  # (B, S, hd)
+            v_h = c @ w[h, self.head_dim :].T  # (B, S, hd)
+            scores = q_nope[:, h] @ k_h.transpose(-2, -1) + q_rope[:, h] @ k_rope.transpose(-2, -1)
+            scores = (scores * self.scale()).masked_fill(~self.mask(T, S), float("-inf"))
+            outs.append(torch.softmax(scores, dim=-1) @ v_h)  # (B, T, hd)
+        return torch.stack(outs, dim=1)  # (B, nh, T, hd)
+
+
 FULL = checks.check_mla_full_pass
 DECODING = checks.check_mla_decoding
 MATCHES = checks.check_absorbed_mla_matches_naive
@@ -470,6 +487,7 @@ MISTAKES = [
     Mistake("absorbed: no rope", AbsorbedNoRope, MATCHES, "decoupled RoPE part out"),
     Mistake("absorbed: naive forward", MLAManual, MEMORY, "as many as the up-projected"),
     Mistake("absorbed: values expanded", AbsorbedExpandsValues, MEMORY, "absorb"),
+    Mistake("absorbed: one head at a time", AbsorbedPerHead, MEMORY, "even if one head"),
     Mistake(
         "bytes: factor 2",
         _bytes(lambda L, dc, dr, S, B, w: 2 * L * (dc + dr) * S * B * w),
