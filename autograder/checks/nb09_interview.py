@@ -11,7 +11,8 @@ wrong configuration (query heads instead of key/value heads, one layer, fp32, ..
 diagnosis. Multiple-choice answers that can be measured are measured the same way; the others are
 compared by salted hash, and every option carries a note that explains it.
 
-Section 5's questions live in :mod:`.nb09_loop` and are merged in here. Answers are variables
+Section 5's questions live in :mod:`.nb09_loop` (5.1–5.7) and :mod:`.nb09_beyond` (5.9–5.10)
+and are merged in here. Answers are variables
 named ``answer_<question>``; a test cell calls
 ``check_number("gpt3_head_size", answer_gpt3_head_size)`` or ``check_choice("gqa", answer_gqa)``.
 """
@@ -35,6 +36,7 @@ from autograder.tools.nb04_gqa import TorchGroupedQueryAttention, cache_nbytes, 
 from autograder.torch_helpers import one_thread
 
 from ._core import fail
+from .nb09_beyond import BEYOND_CHOICES, BEYOND_NUMBERS
 from .nb09_loop import LOOP_CHOICES, LOOP_NUMBERS
 
 #: Learner-importable names that would compute this notebook's graded answers. In the grading
@@ -53,7 +55,8 @@ ANSWERS_IN_TOOLS: dict[str, str] = {
         "params_gqa, counted on the meta device"
     ),
     "autograder.tools.nb04_gqa.meta_cache": (
-        "kv_bytes_per_token, as cache_nbytes(meta_cache(80, 8, 128, 1))"
+        "kv_bytes_per_token, as cache_nbytes(meta_cache(80, 8, 128, 1)), and "
+        "window_cache_bytes, as cache_nbytes(meta_cache(32, 8, 128, 4096))"
     ),
     "autograder.tools.nb06_gpu.attention_flops": (
         "part of flops: the 4·B·T²·C of the attention products"
@@ -427,6 +430,7 @@ NUMBERS: dict[str, _Number] = {
 
 
 NUMBERS.update({question: _Number(*spec) for question, spec in LOOP_NUMBERS.items()})
+NUMBERS.update({question: _Number(*spec) for question, spec in BEYOND_NUMBERS.items()})
 
 
 def _not_set(name: str, example: str) -> None:
@@ -685,6 +689,7 @@ CHOICES: dict[str, Choice] = {
 
 
 CHOICES.update({question: Choice(*spec) for question, spec in LOOP_CHOICES.items()})
+CHOICES.update({question: Choice(*spec) for question, spec in BEYOND_CHOICES.items()})
 
 
 def _digest(question: str, letter: str) -> str:

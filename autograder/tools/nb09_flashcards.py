@@ -336,7 +336,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "flash_attention",
         "core ideas",
-        "notebook 06, notebook 09 §5.2",
+        "notebook 06 §5–6, notebook 09 §5.2",
         "FlashAttention: why exact, why fast, why does the backward recompute?",
         "Exact: an online softmax rescales earlier partial sums by exp(old max − new max). "
         "Fast: tiles stay in on-chip SRAM, so the T × T table never travels to HBM; the traffic "
@@ -364,7 +364,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "long_context",
         "intuition",
-        "notebook 09 §5.5",
+        "notebook 08 §1 and §3, notebook 09 §5.5",
         "Sliding-window attention and attention sinks in one breath?",
         "A window of W keys makes work O(T·W) and caps the cache at W; depth L reaches about "
         "L·W back. Streaming with only a window collapses once the first tokens go: models park "
@@ -398,6 +398,72 @@ DECK: tuple[Card, ...] = (
         "v; nn.Linear's (out, in)), which kv head each query head reads, the mask's alignment. "
         "After: compare with nn.MultiheadAttention on the same weights, then the edge cases: "
         "T = 1, one head, nkv = 1 and nkv = nh.",
+    ),
+    _card(
+        "rolling_cache",
+        "numbers & pitfalls",
+        "notebook 08 §1–2, notebook 09 §5.9",
+        "A rolling KV cache of W slots: where does position p go, and how is it rotated?",
+        "Into slot p % W, overwriting the oldest. The key is rotated at its absolute position p "
+        "before it is written, and the mask is built from the positions the slots hold, never "
+        "from slot numbers. Mistral 7B (32 layers, 8 kv heads of 128, W = 4,096, fp16): "
+        "2·32·8·128·4096·2 = 536,870,912 bytes, however long the conversation.",
+    ),
+    _card(
+        "sink_positions",
+        "intuition",
+        "notebook 08 §3",
+        "Attention sinks plus a window: which positions do the cached keys use?",
+        "StreamingLLM keeps the first few tokens and the last W and numbers them by their place "
+        "in the cache, not in the text, so the distances stay within what the model was trained "
+        "on; the keys are stored unrotated (or re-rotated) for that reason.",
+    ),
+    _card(
+        "mla",
+        "core ideas",
+        "notebook 08 §4, notebook 09 §5.9",
+        "Multi-head latent attention: what is cached, and why can decoding skip the "
+        "up-projections?",
+        "One latent c per token (DeepSeek-V3: 512 numbers per layer) plus a 64-wide RoPE key "
+        "shared by the heads. q·(W_UK c) = (W_UKᵀ q)·c, so W_UK folds into the query and W_UV "
+        "into the output projection. RoPE would sit between them, hence the separate key. "
+        "61 layers · 576 · 2 bytes = 70,272 bytes per token.",
+    ),
+    _card(
+        "rope_scaling",
+        "core ideas",
+        "notebook 08 §5, notebook 09 §5.9",
+        "Position interpolation, NTK-aware scaling, YaRN: what does each do to RoPE?",
+        "PI: positions divided by s, every frequency slowed alike. NTK-aware: the base raised to "
+        "b·s^(d/(d−2)), fast pairs kept, slow ones stretched by about s. YaRN: a per-pair ramp "
+        "between the two, and q and k multiplied by 0.1·ln s + 1 to sharpen the softmax.",
+    ),
+    _card(
+        "alibi",
+        "numbers & pitfalls",
+        "notebook 08 §6, notebook 09 §5.9",
+        "ALiBi's bias and slopes, and the trap for 12 heads?",
+        "Score bias −m·(i − j) per head, no position embeddings; slopes 2^(−8(h+1)/n) for n a "
+        "power of two. For 12 heads: the 8 slopes of 8 heads, then every other slope of 16 "
+        "heads (2^−0.5, 2^−1.5, 2^−2.5, 2^−3.5).",
+    ),
+    _card(
+        "llama_block",
+        "core ideas",
+        "notebook 02 §12, notebook 09 §5.10",
+        "RMSNorm and SwiGLU: the formulas, and the width Llama picks?",
+        "RMSNorm: x / sqrt(mean(x²) + eps) · w, no mean, no shift. SwiGLU: w2(SiLU(w1 x) ∘ w3 x), "
+        "three bias-free matrices, so h = 2/3 · 4C rounded up to a multiple of 256 keeps 8C²: "
+        "11,008 for C = 4096, and 3·4096·11008 = 135,266,304 parameters.",
+    ),
+    _card(
+        "flash_backward_pass",
+        "core ideas",
+        "notebook 06 §6, notebook 09 §5.10",
+        "FlashAttention-2's backward, tile by tile?",
+        "D = rowsum(dO ∘ O) once; per tile P = exp(S − L) from the saved log-sum-exp, "
+        "dV += Pᵀ dO, dP = dO Vᵀ, dS = P ∘ (dP − D), dQ += dS K/√hs, dK += dSᵀ Q/√hs. No T × S "
+        "tensor is ever stored: recomputing P costs less than reading it from memory.",
     ),
 )
 

@@ -9,7 +9,7 @@
 # %% [markdown]
 # # 09 · Interview preparation
 #
-# **Time:** about 3 h (plus 10 min a day of flashcards) · **Prerequisites:** 01–07
+# **Time:** about 3.5 h (plus 10 min a day of flashcards) · **Prerequisites:** 01–08
 #
 # Interviewers ask about multi-head attention in three ways: *numbers* you should be able to work
 # out on a whiteboard, *claims* you should be able to confirm or push back on, and *code* you
@@ -24,7 +24,7 @@
 # | 2 | Claims to confirm or push back on (multiple choice) | ●○○ – ●●○ | ~25 min | 12 |
 # | 3 | Find and fix the bug: a ported MHA module, a packed qkv projection, a rotary layer | ●●○ | ~40 min | 10 |
 # | 4 | Say it out loud: two written answers | ●●● | ~25 min | 7, by your instructor |
-# | 5 | The rest of the loop: complexity, FlashAttention, GQA and sharding, serving, long context, RoPE, the block; live coding of grouped-query attention | ●●○ – ●●● | ~55 min | 17 |
+# | 5 | The rest of the loop: complexity, FlashAttention, GQA and sharding, serving, long context, RoPE, the block; live coding of grouped-query attention; rolling caches, MLA, RoPE scaling, ALiBi, the Llama block and FlashAttention's backward | ●●○ – ●●● | ~80 min | 27 |
 # | 6 | Flashcards for spaced review | ●○○ | 10 min a day | — |
 # | 7 | If you got it wrong: where to revisit | — | — | — |
 #
@@ -1086,11 +1086,12 @@ check_rope_decoding(RotaryCausalAttention, seed=1, thorough=True)
 # %% [markdown]
 # ## 5 · The rest of the loop
 #
-# **Difficulty** ●●○ – ●●● · **Time** ~55 min · **Points** 17
+# **Difficulty** ●●○ – ●●● · **Time** ~80 min · **Points** 27
 #
 # Interviews for roles that train or serve models do not stop at "why several heads?". The
 # follow-ups go to cost, kernels, serving and the rest of the block, and most end with a
-# live-coding round. Each question below is one of those follow-ups; answer it as you would out
+# live-coding round; sections 5.9 and 5.10 then go past GQA, to the caches, positions and block
+# parts of recent models, and to FlashAttention's backward pass. Each question below is one of those follow-ups; answer it as you would out
 # loud, then check. Numbers are recomputed by PyTorch's FLOP counter, exactly as in section 1.
 #
 # ### 5.1 · What does attention cost?
@@ -1465,6 +1466,205 @@ check_causal_gqa_live(causal_gqa_live, seed=1, thorough=True)
 print(live_timer.text() if "live_timer" in globals() else "Run the timer cell before you start.")
 
 # %% [markdown]
+### 5.9 · Beyond GQA: the cache and positions at long context
+#
+# Notebook 08 built the caches and position schemes of 2024–2026 models. The follow-ups an
+# interviewer asks about them:
+#
+# **A rolling cache.** Mistral 7B (v0.1) has 32 layers, 8 key/value heads of size 128, an fp16
+# cache and a sliding window of `W = 4,096`, kept in a ring buffer of `W` slots. How many bytes
+# does its cache hold, batch 1, after a conversation of 32,768 tokens?
+
+# %% nbgrader={"grade": false, "grade_id": "numbers_window_cache_bytes", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_window_cache_bytes = None  # a whole number
+### BEGIN SOLUTION
+answer_window_cache_bytes = 2 * 32 * 8 * 128 * 4096 * 2  # K and V, L, nkv, hs, W slots, fp16
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_numbers_window_cache_bytes", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_window_cache_bytes: the rolling cache's bytes."""
+check_number("window_cache_bytes", answer_window_cache_bytes)
+
+# %% [markdown]
+# **Reading the ring.** That rolling cache writes position `p` into slot `p % W`. Which is right?
+#
+# - (a) Rotate each key by its slot, `p % W`: the slot is the key's position inside the window.
+# - (b) Shift the whole cache left by one slot every step, so that the keys stay in order.
+# - (c) Rotate each key at its absolute position `p` before writing it to slot `p % W`, and build
+#   the mask from the positions the slots hold; overwriting the oldest slot touches nothing else.
+# - (d) Once the ring is full, allocate a larger one: a new key needs a free slot.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_ring_buffer", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_ring_buffer = None  # one letter
+### BEGIN SOLUTION
+answer_ring_buffer = "c"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_ring_buffer", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_ring_buffer: how a ring buffer keeps positions straight."""
+check_choice("ring_buffer", answer_ring_buffer)
+
+# %% [markdown]
+# **Multi-head latent attention** (DeepSeek-V2/V3) caches one latent `c` per token, 512 numbers
+# per layer, from which every head's keys and values are up-projected (`W_UK c`, `W_UV c`).
+# At inference, which is right?
+#
+# - (a) Every step must up-project all cached latents to full keys and values first, so MLA
+#   saves memory at the price of much more compute per step.
+# - (b) The saving comes from using fewer query heads than multi-head attention.
+# - (c) `q·(W_UK c) = (W_UKᵀ q)·c`, so `W_UK` folds into the query side and `W_UV` into the output
+#   projection, and decoding attends to the cached latent itself. A position-dependent rotation
+#   would sit between `q` and `W_UK` and block that fold, so RoPE goes on a small separate key,
+#   shared by the heads and cached next to the latent.
+# - (d) MLA drops RoPE: the latent carries no position, and needs none.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_mla_absorb", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_mla_absorb = None  # one letter
+### BEGIN SOLUTION
+answer_mla_absorb = "c"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_mla_absorb", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_mla_absorb: how MLA decodes from its latent."""
+check_choice("mla_absorb", answer_mla_absorb)
+
+# %% [markdown]
+# **What the latent saves.** DeepSeek-V3 has 61 layers and 128 heads; per layer, its cache holds
+# a latent of 512 numbers and a decoupled RoPE key of 64, in bf16. How many bytes of cache does one
+# token take, over all layers? (With full keys and values, 128 heads of 192-wide keys and
+# 128-wide values, it would be about 5 MB.)
+
+# %% nbgrader={"grade": false, "grade_id": "numbers_mla_bytes_per_token", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_mla_bytes_per_token = None  # a whole number
+### BEGIN SOLUTION
+answer_mla_bytes_per_token = 61 * (512 + 64) * 2  # layers, latent + RoPE key, bf16
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_numbers_mla_bytes_per_token", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_mla_bytes_per_token: MLA's cache bytes per token."""
+check_number("mla_bytes_per_token", answer_mla_bytes_per_token)
+
+# %% [markdown]
+# **Stretching RoPE.** A model trained on 4,096 tokens is run on 16,384 (`s = 4`). Which
+# describes the three common fixes?
+#
+# - (a) NTK-aware scaling divides every position by `s`.
+# - (b) Position interpolation divides every position by `s`, slowing all frequencies alike (the
+#   fastest lose resolution); NTK-aware scaling raises the base to `b·s^(d/(d−2))`, leaving the
+#   fastest pairs almost as they were and stretching the slowest by about `s`; YaRN interpolates
+#   per pair with a ramp and multiplies `q` and `k` by `0.1·ln s + 1` to sharpen the softmax.
+# - (c) All three add frequency pairs, so that the longer positions get angles of their own.
+# - (d) YaRN is NTK-aware scaling with a larger base, nothing more.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_rope_scaling", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_rope_scaling = None  # one letter
+### BEGIN SOLUTION
+answer_rope_scaling = "b"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_rope_scaling", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_rope_scaling: what each RoPE scaling does to the frequencies."""
+check_choice("rope_scaling", answer_rope_scaling)
+
+# %% [markdown]
+# **ALiBi** (Press et al., 2022; BLOOM, MPT). Which is right?
+#
+# - (a) ALiBi rotates each head's queries and keys by a head-specific angle.
+# - (b) Each head adds `−m·(i − j)` to its scores and the model has no position embeddings; the
+#   slopes are geometric, `2^(−8(h+1)/n)` for `n` heads, so some heads look far and some near; for
+#   `n` not a power of two, take the slopes of the power of two below and fill in with every other
+#   slope of twice that power.
+# - (c) All heads share one slope, learned in training.
+# - (d) For 12 heads, the slopes are `2^(−8(h+1)/12)` for `h = 0…11`.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_alibi", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_alibi = None  # one letter
+### BEGIN SOLUTION
+answer_alibi = "b"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_alibi", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_alibi: how ALiBi encodes positions."""
+check_choice("alibi", answer_alibi)
+
+# %% [markdown]
+### 5.10 · The Llama block and FlashAttention's backward pass
+#
+# **RMSNorm or LayerNorm?** (Notebook 02 §12 built it.)
+#
+# - (a) RMSNorm has a scale and a shift, like LayerNorm; only its mean is cheaper to compute.
+# - (b) RMSNorm subtracts the mean and divides by the standard deviation.
+# - (c) RMSNorm computes `x / (sqrt(mean(x²)) + eps)`.
+# - (d) RMSNorm divides by `sqrt(mean(x²) + eps)` and multiplies by a learned scale: no mean
+#   subtracted, no shift, one reduction fewer, and in practice no loss of quality.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_rmsnorm", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_rmsnorm = None  # one letter
+### BEGIN SOLUTION
+answer_rmsnorm = "d"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_rmsnorm", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_rmsnorm: what RMSNorm keeps of LayerNorm."""
+check_choice("rmsnorm", answer_rmsnorm)
+
+# %% [markdown]
+# **SwiGLU's width.** Llama 2 7B has `C = 4096` and an MLP width of 11,008, not `4C = 16,384`.
+# Why?
+#
+# - (a) SwiGLU shares one matrix between the gate and the up projection, so it can afford less
+#   width.
+# - (b) SwiGLU has three matrices where the GELU MLP has two, so Llama takes `h ≈ 2/3 · 4C` to keep
+#   `3·C·h ≈ 8C²`, and rounds `h` up to a multiple of 256.
+# - (c) SiLU is more expensive than GELU, so the width is cut to compensate.
+# - (d) 11,008 is `2/3 · 4C` rounded down to a multiple of 256.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_swiglu_width", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_swiglu_width = None  # one letter
+### BEGIN SOLUTION
+answer_swiglu_width = "b"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_swiglu_width", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_swiglu_width: why Llama's MLP is 11,008 wide."""
+check_choice("swiglu_width", answer_swiglu_width)
+
+# %% [markdown]
+# **Counting it.** How many parameters does one SwiGLU MLP of Llama 2 7B hold (`C = 4096`,
+# `h = 11,008`, no biases)?
+
+# %% nbgrader={"grade": false, "grade_id": "numbers_swiglu_params", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_swiglu_params = None  # a whole number
+### BEGIN SOLUTION
+answer_swiglu_params = 3 * 4096 * 11008  # w1, w3: C × h; w2: h × C
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_numbers_swiglu_params", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_swiglu_params: the SwiGLU MLP's parameters."""
+check_number("swiglu_params", answer_swiglu_params)
+
+# %% [markdown]
+# **FlashAttention's backward** (notebook 06 §6) computes `D = rowsum(dO ∘ O)` before its loop.
+# What is it for?
+#
+# - (a) `dS = P ∘ (dP − D)` needs `Σⱼ Pᵢⱼ dPᵢⱼ` for every query, which would need its whole row;
+#   since that sum equals `dOᵢ · oᵢ`, it is one number per query, computed once before the loop,
+#   and every tile stays independent.
+# - (b) It normalises `dO` so that the gradients have unit scale.
+# - (c) It is the log-sum-exp `L` of the forward under another name.
+# - (d) It is an optional refinement: leaving it out changes the gradients only slightly.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_flash_backward_d", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_flash_backward_d = None  # one letter
+### BEGIN SOLUTION
+answer_flash_backward_d = "a"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_flash_backward_d", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_flash_backward_d: what D is for in FlashAttention's backward."""
+check_choice("flash_backward_d", answer_flash_backward_d)
+
+# %% [markdown]
 # ## 6 · Flashcards for spaced review
 #
 # **Difficulty** ●○○ · **Time** 10 minutes a day, ungraded
@@ -1517,11 +1717,17 @@ else:
 # | `test_fixed_rotary_full_pass`, `test_fixed_rotary_decoding` | notebook 04 §8 (RoPE pairs features within one head; the relative property; the cache of rotated keys) and notebook 04 §3–4 (the bottom-right mask; decoding with the cache) |
 # | `test_choice_complexity`, `test_numbers_crossover_seq_len` | notebook 05 §3 (counting FLOPs) and notebook 06 (the `(T, S)` table) |
 # | `test_choice_flash_exact`, `test_choice_flash_io` | notebook 06 (SDPA's fused kernels; the tiled online softmax) |
-# | `test_choice_flash_backward`, `test_choice_tp_kv_heads` | section 5.2 (iii) and 5.3 here, whose options and check notes teach them (no earlier notebook covers the backward pass or tensor parallelism) |
+# | `test_choice_flash_backward`, `test_choice_flash_backward_d` | notebook 06 §6 (the backward pass, tile by tile: the saved log-sum-exp, D, recomputing P) |
+# | `test_choice_tp_kv_heads` | section 5.3 here, whose options and check notes teach it (no earlier notebook covers tensor parallelism) |
 # | `test_choice_gqa_tradeoff` | notebook 04 §2–7 (MHA and MQA as the two ends; memory accounting) |
 # | `test_numbers_prefill_intensity`, `test_numbers_decode_intensity` | section 5.4 here (arithmetic intensity is taught there) and notebook 04 §1 and §6 (what decoding reads; decoding measured) |
-# | `test_choice_sliding_window`, `test_choice_attention_sinks` | notebook 03 (masks decide what a query reads) and notebook 07 §1–4 (first-token heads) |
-# | `test_choice_rope_cache` | notebook 04 §8 (RoPE and the KV cache; positions as an input) |
+# | `test_choice_sliding_window`, `test_choice_attention_sinks` | notebook 08 §1 and §3 (sliding-window attention; attention sinks), notebook 03 (masks decide what a query reads) and notebook 07 §1–4 (first-token heads) |
+# | `test_choice_rope_cache` | notebook 04 §8 (RoPE and the KV cache; positions as an input) and notebook 08 §2 (positions stay absolute in a rolling cache) |
+# | `test_numbers_window_cache_bytes`, `test_choice_ring_buffer` | notebook 08 §1–2 (sliding-window attention; decoding with a rolling KV cache) and notebook 04 §1 (what generation keeps in memory) |
+# | `test_choice_mla_absorb`, `test_numbers_mla_bytes_per_token` | notebook 08 §4 (multi-head latent attention: absorbing the up-projections; DeepSeek-V3's cache per token) and §7 (cache bytes per token) |
+# | `test_choice_rope_scaling` | notebook 08 §5 (long-context RoPE: interpolation, NTK and YaRN) |
+# | `test_choice_alibi` | notebook 08 §6 (ALiBi: a bias instead of a rotation) |
+# | `test_choice_rmsnorm`, `test_choice_swiglu_width`, `test_numbers_swiglu_params` | notebook 02 §12 (the Llama-style block: RMSNorm and SwiGLU, the width and the count) |
 # | `test_choice_pre_ln`, `test_choice_dropout_where` | notebook 02 §10–11 (attention dropout; a pre-LN block) |
 #
 # ## Summary
@@ -1545,3 +1751,9 @@ else:
 #   prefill is compute-bound and decoding memory-bound; windows bound the cache and sinks keep
 #   streaming stable; cached keys are rotated once at their positions in the text; pre-LN keeps
 #   the residual path clean and dropout sits on the weights and the branches.
+# - **Beyond GQA:** a rolling cache holds `W` positions in a ring and rotates keys at their
+#   absolute positions; MLA caches a latent plus a small RoPE key and folds its up-projections
+#   into the query and output; PI scales positions, NTK the base, YaRN each pair with a ramp;
+#   ALiBi biases scores by distance with geometric per-head slopes; RMSNorm drops the mean and
+#   the shift, SwiGLU's three matrices take `2/3 · 4C`; FlashAttention's backward remakes `P`
+#   from the saved log-sum-exp and needs one `D` per query.

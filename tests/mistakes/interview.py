@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from autograder.checks.nb09_beyond import BEYOND_CHOICES
 from autograder.checks.nb09_bugs import check_packed_attention
 from autograder.checks.nb09_live import check_causal_gqa_live
 from autograder.checks.nb09_loop import LOOP_CHOICES
@@ -57,6 +58,9 @@ RIGHT_NUMBERS: dict[str, list[Any]] = {
     "crossover_seq_len": [10_240, 2 * 5120, 10240.0],
     "prefill_intensity": [2048, 2 * 2048 * 5120**2 / (2 * 5120**2)],
     "decode_intensity": [1, 1.0, np.float32(1.0)],
+    "window_cache_bytes": [536_870_912, 2 * 32 * 8 * 128 * 4096 * 2],
+    "mla_bytes_per_token": [70_272, 61 * (512 + 64) * 2],
+    "swiglu_params": [135_266_304, 3 * 4096 * 11008],
 }
 
 WRONG_NUMBERS = [
@@ -133,6 +137,17 @@ WRONG_NUMBERS = [
     WrongAnswer("decode_intensity", 2, "2 bytes"),
     WrongAnswer("decode_intensity", 2048, "prefill"),
     WrongAnswer("decode_intensity", 0.3, "whole number"),
+    WrongAnswer("window_cache_bytes", 2 * 32 * 8 * 128 * 32_768 * 2, "only the last W"),
+    WrongAnswer("window_cache_bytes", 2 * 8 * 128 * 4096 * 2, "32 layers"),
+    WrongAnswer("window_cache_bytes", 2 * 32 * 32 * 128 * 4096 * 2, "not its 32 query heads"),
+    WrongAnswer("window_cache_bytes", 536_870_912 * 2, "2 bytes per value"),
+    WrongAnswer("mla_bytes_per_token", 61 * 512 * 2, "decoupled RoPE key"),
+    WrongAnswer("mla_bytes_per_token", 61 * 128 * (128 + 64 + 128) * 2, "after the up-proj"),
+    WrongAnswer("mla_bytes_per_token", (512 + 64) * 2, "61 layers"),
+    WrongAnswer("mla_bytes_per_token", 70_272 * 2, "bf16"),
+    WrongAnswer("swiglu_params", 2 * 4096 * 11008, "three matrices"),
+    WrongAnswer("swiglu_params", 2 * 4096 * 4 * 4096, "GELU MLP of width 4C"),
+    WrongAnswer("swiglu_params", 3 * 4096 * 11008 + 2 * 11008 + 4096, "no biases"),
 ]
 
 NOT_A_NUMBER = [
@@ -171,6 +186,13 @@ RIGHT_CHOICES: dict[str, list[Any]] = {
     "rope_cache": ["c"],
     "pre_ln": ["a"],
     "dropout_where": ["d"],
+    "ring_buffer": ["c"],
+    "mla_absorb": ["c"],
+    "rope_scaling": ["b"],
+    "alibi": ["b"],
+    "rmsnorm": ["d"],
+    "swiglu_width": ["b"],
+    "flash_backward_d": ["a"],
 }
 
 WRONG_CHOICES = [
@@ -218,7 +240,7 @@ WRONG_CHOICES = [
 # Section 5: every wrong letter gets the start of its own note.
 WRONG_CHOICES += [
     WrongAnswer(question, letter, note[:40])
-    for question, (notes, _) in LOOP_CHOICES.items()
+    for question, (notes, _) in (LOOP_CHOICES | BEYOND_CHOICES).items()
     for letter, note in notes.items()
     if letter != RIGHT_CHOICES[question][0]
 ]
