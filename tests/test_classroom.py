@@ -793,3 +793,37 @@ def test_warm_kernels_never_preload_triton(tmp_path):
     code += "assert 'triton' not in sys.modules, 'a warm module imports triton'\n"
     done = run([sys.executable, "-c", code])
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_grade_runs_at_once_get_kernel_uids_of_their_own():
+    """Two runs on one machine never share a kernel uid (nor so its process limit): each holds a
+    block, by a lock the kernel drops when the run's process ends."""
+    import fcntl
+    import subprocess
+    import sys
+
+    from autograder.classroom.isolation import KERNEL_UID_BASE, UID_BLOCK, UID_LOCKS, claim_uids
+
+    iso = Isolation("/usr/bin/prlimit", "/usr/bin/bwrap", "/usr/bin/setpriv", True)
+    if os.geteuid() != 0:
+        assert claim_uids(iso) == iso  # no uid switching, nothing to claim
+        return
+    mine = claim_uids(iso).uid_base
+    other = subprocess.run(
+        [sys.executable, "-c", CLAIM_IN_ANOTHER_PROCESS], capture_output=True, text=True
+    )
+    theirs = int(other.stdout)
+    assert abs(theirs - mine) >= UID_BLOCK, (mine, theirs)
+    block = UID_LOCKS / str((theirs - KERNEL_UID_BASE) // UID_BLOCK)
+    fd = os.open(block, os.O_RDWR | os.O_NOFOLLOW)
+    try:  # the other run has ended: its block is free again
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(fd)
+
+
+CLAIM_IN_ANOTHER_PROCESS = """
+from autograder.classroom.isolation import Isolation, claim_uids
+iso = Isolation("/usr/bin/prlimit", "/usr/bin/bwrap", "/usr/bin/setpriv", True)
+print(claim_uids(iso).uid_base)
+"""

@@ -30,6 +30,7 @@ import nbformat
 from autograder import nbcell
 from autograder.classroom.isolation import (
     Limits,
+    claim_uids,
     describe,
     detect,
     kernel_uid,
@@ -112,8 +113,8 @@ def run_baseline(root: Path, submitted: Path, notebook: str, limits: Limits) -> 
         instructor_notebook_text(notebook), encoding="utf-8"
     )
     shutil.copytree(submitted, course / "submitted")
-    iso = detect()
-    uid = kernel_uid(0) if iso.switches_uid else None
+    iso = claim_uids(detect())
+    uid = kernel_uid(iso, 0) if iso.switches_uid else None
     runtime = prepare_runtime(root / "baseline-runtime")
     fonts = prepare_font_cache(root / "fonts")
     write_kernelspec(root / "jupyter", iso, limits, uid, fonts)

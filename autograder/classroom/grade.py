@@ -36,7 +36,7 @@ from autograder.classroom.files import (
     write_atomic,
     write_json,
 )
-from autograder.classroom.isolation import Limits, detect, prepare_font_cache
+from autograder.classroom.isolation import UID_BLOCK, Limits, claim_uids, detect, prepare_font_cache
 from autograder.nbgrader_settings import IGNORED_FILES
 
 CLASSROOM_VERSION = "2"  # 2: output caps for every output, tests withheld for dynamic code
@@ -334,8 +334,8 @@ def grade_class(submissions: Path, out: Path, options: Options, echo=print) -> i
         echo(f"error: the output folder {out} must not be inside {submissions}")
         return EXIT_ERRORS
     jobs, ignored = discover(submissions, assignments, options.shard)
-    iso = detect(allow_bwrap=options.sandbox)
-    jobs_n = options.jobs or default_jobs()
+    iso = claim_uids(detect(allow_bwrap=options.sandbox))
+    jobs_n = min(options.jobs or default_jobs(), UID_BLOCK)
     limits = options.limits
     if limits.threads == 0:
         limits = Limits(**{**asdict(limits), "threads": max(1, default_jobs() // jobs_n)})

@@ -13,9 +13,12 @@ unprivileged uid of their own (one per worker), so the process limit counts only
 
 from __future__ import annotations
 
+import dataclasses
+import fcntl
 import functools
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
@@ -25,6 +28,9 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the `autograder` package
 GIB = 1024**3
 MIB = 1024**2
 KERNEL_UID_BASE = 61000  # uids with no account; one per worker when run as root
+UID_BLOCK = 64  # uids a grade run may use (its workers), from a block no other run holds
+UID_BLOCKS = 64  # grade runs at once on one machine
+UID_LOCKS = Path("/run/mha-grade-uids")  # root's own folder: no learner can put a link in it
 SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ENV_PASSED = ("NBGRADER_EXECUTION", "NBGRADER_VALIDATING", "LANG", "LC_ALL", "TZ")
 
@@ -61,6 +67,7 @@ class Isolation:
     bwrap: str | None
     setpriv: str | None
     as_root: bool
+    uid_base: int = KERNEL_UID_BASE  # this run's block (:func:`claim_uids`)
 
     @property
     def sandboxed(self) -> bool:
@@ -130,8 +137,8 @@ def describe(iso: Isolation, limits: Limits) -> list[str]:
         )
     if iso.switches_uid:
         lines.append(
-            f"kernels run as unprivileged uids {KERNEL_UID_BASE}+worker, so the process limit "
-            "counts only their own processes"
+            f"kernels run as unprivileged uids {iso.uid_base}+worker (no other grade run uses "
+            "them), so the process limit counts only their own processes"
         )
     elif iso.as_root:
         lines.append("kernels run as root (setpriv missing): the process limit does not apply")
@@ -142,8 +149,38 @@ def describe(iso: Isolation, limits: Limits) -> list[str]:
     return lines
 
 
-def kernel_uid(worker: int) -> int:
-    return KERNEL_UID_BASE + worker
+def kernel_uid(iso: Isolation, worker: int) -> int:
+    return iso.uid_base + worker
+
+
+_held_uid_locks: list[int] = []  # open for the life of the process: the claim lasts as long
+
+
+def claim_uids(iso: Isolation) -> Isolation:
+    """``iso`` with a block of kernel uids that no other grade run on this machine holds.
+
+    Two runs sharing a uid would share its process limit, so one learner's fork bomb could
+    starve another run's kernels. Each block is an exclusive ``flock`` on a file in a folder only
+    root may write, opened with ``O_NOFOLLOW``; the kernel drops the lock when this process ends,
+    however it ends."""
+    if not iso.switches_uid:
+        return iso
+    UID_LOCKS.mkdir(mode=0o700, exist_ok=True)
+    info = os.lstat(UID_LOCKS)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o077:
+        raise RuntimeError(f"{UID_LOCKS} must be a folder only root can open: remove it")
+    for block in range(UID_BLOCKS):
+        fd = os.open(
+            UID_LOCKS / str(block), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        _held_uid_locks.append(fd)
+        return dataclasses.replace(iso, uid_base=KERNEL_UID_BASE + block * UID_BLOCK)
+    raise RuntimeError(f"{UID_BLOCKS} grade runs on this machine hold every block of kernel uids")
 
 
 def _namespace_args(as_root: bool) -> list[str]:

@@ -138,7 +138,7 @@ class Worker:
         self.root = Path(cfg.scratch) / f"w{index}"
         shutil.rmtree(self.root, ignore_errors=True)
         self.root.mkdir(parents=True)
-        self.uid = kernel_uid(index) if self.iso.switches_uid else None
+        self.uid = kernel_uid(self.iso, index) if self.iso.switches_uid else None
         self.assignment = min(cfg.packages, default=None)  # jobs come sorted by assignment
         if self.assignment is not None:
             self.limits = dataclasses.replace(self.limits, package=cfg.packages[self.assignment])

@@ -7,7 +7,8 @@ here, from the grader's inputs. The rerun refuses:
 - an operator that writes into a tensor the check passed (:mod:`.writes`: the rerun holds
   copies of them, so the check's own stay as they were);
 - a *constant* (a tensor that is neither an input nor an operator's output) of more than one
-  element, unless the call had no tensor input (then its result is computed from Python values);
+  element, unless the call had no tensor input (then its result is computed from Python values),
+  and more than :data:`MAX_CONSTANTS` constants in one call;
 - literal numbers beyond :data:`MAX_LITERALS` distinct values per call, constants' values
   included (they could spell out an answer one element at a time; ``arange``'s integer bounds,
   which are positions, excepted), and integer lists longer than :data:`MAX_LIST`;
@@ -44,6 +45,10 @@ from .writes import refuse_writes
 MAX_LITERALS = 32  # distinct literal numbers per call
 MAX_LIST = 16  # numbers in one list argument
 MAX_CONSTANT_ELEMENTS = 1
+# One-element constants per call. The most any correct implementation in the catalogues makes is
+# 609 (a tiled loop's per-tile scalars); an answer spelled one element at a time makes one or more
+# per element, and refusing it before decoding them keeps its grading from costing minutes.
+MAX_CONSTANTS = 4096
 
 
 class CannotReplay(ReplayError):
@@ -76,6 +81,11 @@ class Rerun:
             raise ReplayError("the kernel's operator log is malformed")
         literals: set = set()
         self.read_inputs = False
+        if sum(isinstance(e, dict) and "const" in e for e in ops) > MAX_CONSTANTS:
+            raise ReplayError(
+                "your code made more constant tensors than a computation needs: compute the "
+                "result from the inputs, not from numbers typed or copied into it"
+            )
         for entry in ops:
             if not isinstance(entry, dict):
                 raise ReplayError("the kernel's operator log is malformed")
