@@ -669,8 +669,9 @@ print(f"numbers per token: {16 + 4} (MLA) against {8 * (8 + 4) + 8 * 8} (MHA, sa
 # $W^{UV}_h$ from `self.wkv_b.weight` inside `forward` (weights may be loaded after `__init__`),
 # and never up-project the cache. The first test compares your module with the naive computation
 # on the same weights, in a full pass and decoding in pieces; the second decodes one token after
-# 39 cached positions and fails if any operator creates a tensor as large as the up-projected keys
-# (or values) of the cache.
+# 119 cached positions and fails if any operator creates a tensor as large as the up-projected
+# keys (or values) of the cache, or if the step costs as many FLOPs as making them (so
+# up-projecting one head at a time does not pass either).
 #
 # <details><summary>Hint 1: where W_UK and W_UV are</summary>
 #
@@ -735,7 +736,7 @@ check_absorbed_mla_matches_naive(AbsorbedLatentAttention, seed=1, thorough=True)
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "test_AbsorbedLatentAttention_memory", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-"""Decoding a token never creates a tensor as large as the cache's up-projected keys or values."""
+"""Decoding a token creates no tensor as large as the cache's up-projected keys, nor costs the FLOPs to make them."""
 check_absorbed_mla_memory(AbsorbedLatentAttention)
 ### BEGIN HIDDEN TESTS
 check_absorbed_mla_memory(AbsorbedLatentAttention, seed=1, thorough=True)
@@ -1178,6 +1179,11 @@ for name, size in shapes.items():
 # - ALiBi adds $-m_h (p - j)$ to the scores, with geometric slopes per head ($2^{-8(h+1)/n}$,
 #   and an interleaved second series when $n$ is not a power of two); SDPA takes it as a float
 #   `attn_mask`.
+# - Multi-head latent attention caches one latent ($d_c$) and one RoPE key ($d_r$) per token and
+#   layer, shared by every head, which re-makes its keys and values with $W^{UK}_h$ and
+#   $W^{UV}_h$. Positions live only in the decoupled RoPE part, so at inference $W^{UK}$ folds
+#   into the query and $W^{UV}$ into the output: attention reads the latent itself, like MQA with
+#   one head $d_c + d_r$ wide, scaled as before by $1/\sqrt{d_h + d_r}$.
 # - Past its window, a Mistral-shaped cache stops growing; a latent cache (MLA) grows with the
 #   text but costs about half of a Llama-3-8B-shaped GQA cache per token here, for a far larger
 #   model.
