@@ -3,11 +3,13 @@
 import nbformat
 import pytest
 import torch
-from mistakes import stub
+from mistakes import gpu_backward, stub
 
 from autograder import build, nbcell, paths
+from autograder.checks import nb06_backward
 from autograder.checks import nb06_gpu as checks
 from autograder.tools import triton_support
+from autograder.tools.nb06_gpu import track_tensors
 
 # Correct implementations, catalogued mistakes and stubs (Triton's too): tests/test_mistakes.py.
 
@@ -92,3 +94,17 @@ def test_importing_the_checks_does_not_import_triton():
     code += "print(sorted(m for m in sys.modules if m == 'triton'))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout
+
+
+@pytest.mark.parametrize("thorough", [False, True])
+def test_backward_memory_rule_leaves_room_for_every_correct_loop_order(thorough):
+    """The memory check's premise: on its shapes, each correct backward of the catalogue (key
+    blocks, FlashAttention-2's Algorithm 2, the Triton split) creates nothing over half of one
+    head's (T, S) matrix, so the T·S bar fails only a loop that materialises one."""
+    gen = torch.Generator().manual_seed(0)
+    for B, nh, T, S, hs, block, causal in nb06_backward._memory_cases(thorough):
+        args = nb06_backward._args(gen, B, nh, T, S, hs, causal)
+        for name, impl in gpu_backward.CORRECT_BACKWARD.items():
+            with track_tensors() as big:
+                impl(*args, block_size=block, causal=causal)
+            assert big.numel <= T * S // 2, (name, big.shape, T, S)
