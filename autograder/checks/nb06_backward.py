@@ -48,11 +48,10 @@ ANSWERS_IN_TOOLS: dict[str, str] = {
 NAME = "tiled_attention_backward"
 _TOL = {torch.float32: 1e-4, torch.float64: 1e-4}
 _GRADS = ("dQ", "dK", "dV")
+_AUTOGRAD = ("grad", "backward", "vjp")
 # Autograd, and PyTorch's own attention backward kernels, would compute the answer for you.
 _NOT_BY_HAND = (
-    "grad",
-    "backward",
-    "vjp",
+    *_AUTOGRAD,
     "_scaled_dot_product_flash_attention_for_cpu_backward",
     "_scaled_dot_product_flash_attention_backward",
     "_scaled_dot_product_efficient_attention_backward",
@@ -263,13 +262,21 @@ def _memory_advice(big, B, nh, T, S) -> str:
 
 def check_backward_memory(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """No operator inside the call creates a tensor of ``T * S`` elements or more, on shapes
-    where a tiled backward's largest tensor is at most half of that; the gradients are right."""
+    where a tiled backward's largest tensor is at most half of that, and no autograd keeps the
+    tiles alive; the gradients are right."""
     __tracebackhide__ = True
     gen = make_generator(seed)
     for B, nh, T, S, hs, block, causal in _memory_cases(thorough):
         args = _args(gen, B, nh, T, S, hs, causal)
-        with track_tensors() as big:
+        with track_tensors() as big, record_torch_calls() as names:
             got = _call(fn, args, block, causal)
+        found = find_calls(names, _AUTOGRAD)
+        if found:
+            fail(
+                f"`{NAME}` calls `{found[0]}`: autograd through a tiled forward keeps every "
+                "tile's weights alive until the backward, T·S numbers in all; recompute each "
+                "tile's P from the saved log-sum-exp instead."
+            )
         if big.numel >= T * S:
             fail(
                 f"`{NAME}` created a tensor of shape {big.shape} for T={T}, S={S}, "

@@ -241,6 +241,7 @@ MISTAKES_BACKWARD = [
     Mistake("drop ragged", backward_drop_ragged, checks.check_backward_values, "partial block"),
     Mistake("materialised", backward_materialised, checks.check_backward_memory, "(T, S) matrix"),
     Mistake("autograd", backward_autograd, checks.check_backward_by_hand, "calls `"),
+    Mistake("autograd, memory", backward_autograd, checks.check_backward_memory, "alive"),
     Mistake("SDPA autograd", backward_sdpa_kernel, checks.check_backward_by_hand, "calls `"),
 ]
 # caught only by the hidden (thorough) run, whose float64 case shows the dtype
