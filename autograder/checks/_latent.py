@@ -13,7 +13,8 @@ from the normalised latent; ``wo`` merges the heads. Scores are
 
 :func:`oracle` computes it in float64 with ``F.scaled_dot_product_attention`` from the module's
 own weights; its keyword arguments feed it the wrong way (blocked layouts, RoPE left out or
-spread over whole heads, another scale...), to name a learner's mistake.
+spread over whole heads, another scale...), to name a learner's mistake;
+:func:`expect_structure` holds the module to the layout first.
 """
 
 from __future__ import annotations
@@ -22,8 +23,57 @@ import math
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
+from ._core import fail
 from .nb04_rope import rotate
+
+LAYERS = ("wq", "wkv_a", "wkv_b", "wo")
+
+
+def _widths(C: int, nh: int, dc: int, hd: int, dr: int) -> dict[str, tuple[int, int]]:
+    """``(in_features, out_features)`` of each projection."""
+    return {
+        "wq": (C, nh * (hd + dr)),
+        "wkv_a": (C, dc + dr),
+        "wkv_b": (dc, nh * 2 * hd),
+        "wo": (nh * hd, C),
+    }
+
+
+_WHY = {
+    "wq": "each head's query is [q_nope | q_rope], head_dim + d_rope features",
+    "wkv_a": "it gives the latent and the shared RoPE key side by side, d_latent + d_rope "
+    "features (the decoupled key does not come from the latent)",
+    "wkv_b": "it up-projects the latent into each head's [k_nope | v], 2 * head_dim features "
+    "per head (the RoPE key is not up-projected)",
+    "wo": "it merges num_heads values of head_dim features",
+}
+
+
+def expect_structure(module, config, name: str, cls_name: str) -> None:
+    """Fail unless ``module`` has the attributes and projections of the contract."""
+    __tracebackhide__ = True
+    C, nh, dc, hd, dr = config
+    if not isinstance(module, nn.Module):
+        fail(f"`{name}` should give an nn.Module (`class {cls_name}(nn.Module)`).")
+    for attr, value in (("num_heads", nh), ("d_latent", dc), ("head_dim", hd), ("d_rope", dr)):
+        if getattr(module, attr, None) != value:
+            fail(f"`{name}` should store `self.{attr} = {attr}` (expected {value}).")
+    for layer, (n_in, n_out) in _widths(*config).items():
+        found = getattr(module, layer, None)
+        if not isinstance(found, nn.Linear):
+            fail(f"`{name}` needs an attribute `{layer}` that is an nn.Linear.")
+        if (found.in_features, found.out_features) != (n_in, n_out):
+            fail(
+                f"`{layer}` is nn.Linear({found.in_features}, {found.out_features}) but should "
+                f"be nn.Linear({n_in}, {n_out}, bias=False): {_WHY[layer]}."
+            )
+        if found.bias is not None:
+            fail(f"`{layer}` has a bias: DeepSeek's projections have none (bias=False).")
+    weight = getattr(getattr(module, "kv_norm", None), "weight", None)
+    if not isinstance(weight, torch.Tensor) or tuple(weight.shape) != (dc,):
+        fail(f"`{name}` needs `self.kv_norm = nn.RMSNorm(d_latent)`, the latent's own norm.")
 
 
 def dims(module) -> tuple[int, int, int, int]:

@@ -54,56 +54,11 @@ STUB_MLA = (
     f"`{ABSORBED}` builds on your `{MLA}`, not written yet: finish that exercise first, "
     f"{RUN_AGAIN}."
 )
-_LAYERS = ("wq", "wkv_a", "wkv_b", "wo")
 
 
-def _widths(C: int, nh: int, dc: int, hd: int, dr: int) -> dict[str, tuple[int, int]]:
-    """``(in_features, out_features)`` of each projection."""
-    return {
-        "wq": (C, nh * (hd + dr)),
-        "wkv_a": (C, dc + dr),
-        "wkv_b": (dc, nh * 2 * hd),
-        "wo": (nh * hd, C),
-    }
-
-
-_WHY = {
-    "wq": "each head's query is [q_nope | q_rope], head_dim + d_rope features",
-    "wkv_a": "it gives the latent and the shared RoPE key side by side, d_latent + d_rope "
-    "features (the decoupled key does not come from the latent)",
-    "wkv_b": "it up-projects the latent into each head's [k_nope | v], 2 * head_dim features "
-    "per head (the RoPE key is not up-projected)",
-    "wo": "it merges num_heads values of head_dim features",
-}
-
-
-def _expect_structure(module, config, name: str) -> None:
-    """Fail unless ``module`` has the attributes and projections of the contract."""
-    __tracebackhide__ = True
-    C, nh, dc, hd, dr = config
-    if not isinstance(module, nn.Module):
-        fail(f"`{name}` should give an nn.Module (`class {MLA}(nn.Module)`).")
-    for attr, value in (("num_heads", nh), ("d_latent", dc), ("head_dim", hd), ("d_rope", dr)):
-        if getattr(module, attr, None) != value:
-            fail(f"`{name}` should store `self.{attr} = {attr}` (expected {value}).")
-    for layer, (n_in, n_out) in _widths(*config).items():
-        found = getattr(module, layer, None)
-        if not isinstance(found, nn.Linear):
-            fail(f"`{name}` needs an attribute `{layer}` that is an nn.Linear.")
-        if (found.in_features, found.out_features) != (n_in, n_out):
-            fail(
-                f"`{layer}` is nn.Linear({found.in_features}, {found.out_features}) but should "
-                f"be nn.Linear({n_in}, {n_out}, bias=False): {_WHY[layer]}."
-            )
-        if found.bias is not None:
-            fail(f"`{layer}` has a bias: DeepSeek's projections have none (bias=False).")
-    weight = getattr(getattr(module, "kv_norm", None), "weight", None)
-    if not isinstance(weight, torch.Tensor) or tuple(weight.shape) != (dc,):
-        fail(f"`{name}` needs `self.kv_norm = nn.RMSNorm(d_latent)`, the latent's own norm.")
-
-
-def _build(cls, config, gen, name: str = MLA) -> nn.Module:
-    """The learner's module for ``config = (C, nh, dc, hd, dr)`` with seeded weights, eval mode."""
+def _build(cls, config, gen, name: str = MLA, dtype=torch.float32) -> nn.Module:
+    """The learner's module for ``config = (C, nh, dc, hd, dr)`` with seeded weights, in
+    ``dtype``, eval mode."""
     __tracebackhide__ = True
     try:
         module = call(cls, name, config)
@@ -111,10 +66,10 @@ def _build(cls, config, gen, name: str = MLA) -> nn.Module:
         if name == ABSORBED and "is not implemented yet" in str(failure):
             fail(STUB_MLA)
         raise
-    _expect_structure(module, config, name)
-    module.eval()
+    _latent.expect_structure(module, config, name, MLA)
+    module.to(dtype).eval()
     with torch.no_grad():
-        for layer in _LAYERS:
+        for layer in _latent.LAYERS:
             weight = getattr(module, layer).weight
             weight.copy_(randn(gen, *weight.shape) / weight.shape[1] ** 0.5)
         module.kv_norm.weight.copy_(0.5 + torch.rand(config[2], generator=gen))
@@ -239,10 +194,13 @@ def _expect_matches(cls, name: str, seed: int, thorough: bool, chunkings) -> Non
     """A full pass, then decoding in pieces, equal the oracle; the cache is the latent's."""
     __tracebackhide__ = True
     gen = make_generator(seed)
-    for config in _configs(gen, thorough):
-        module = _build(cls, config, gen, name)
+    cases = [(config, torch.float32) for config in _configs(gen, thorough)]
+    if thorough:  # float64 too: the output keeps the input's dtype
+        cases.append((cases[0][0], torch.float64))
+    for config, dtype in cases:
+        module = _build(cls, config, gen, name, dtype)
         S = 7 + (randint(gen, 0, 3) if thorough else 0)
-        x = randn(gen, 2, S, config[0], dtype=torch.float32)  # (B, S, C)
+        x = randn(gen, 2, S, config[0], dtype=dtype)  # (B, S, C)
         for chunks in chunkings(S):
             past, start = None, 0
             for i, size in enumerate(chunks):

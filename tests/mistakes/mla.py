@@ -16,7 +16,7 @@ from torch import nn
 from autograder.checks import nb08_mla as checks
 from autograder.checks import nb08_mla_cache as cache_checks
 
-from . import Mistake, correct, stub
+from . import HIDDEN, MISSED, Mistake, correct, stub
 from .rope import rope_complex, rope_rotate_half, rotate_half
 
 # ------------------------------------------------------------------------------ naive MLA
@@ -408,6 +408,14 @@ class LatentOnlyInWkvA(MLAManual):
         self.wkv_a = nn.Linear(d_model, d_latent, bias=False)
 
 
+class Float32Output(MLAManual):
+    """Computes in float32 whatever the input: right values, the wrong dtype for float64."""
+
+    def forward(self, x, past_kv=None):
+        out, cache = super().forward(x, past_kv)
+        return out.float(), cache
+
+
 class AbsorbedScaleLatent(AbsorbedManual):
     def scale(self):
         return 1 / math.sqrt(self.d_latent + self.d_rope)
@@ -478,6 +486,9 @@ MISTAKES = [
     Mistake("mla: caches before kv_norm", CachesBeforeNorm, FULL, "taken before kv_norm"),
     Mistake("mla: rope key per head", RopeKeyPerHead, FULL, "shared by every head"),
     Mistake("mla: wkv_a without the rope key", LatentOnlyInWkvA, FULL, "decoupled key"),
+    Mistake(
+        "mla: float32 output", Float32Output, FULL, "keep the input dtype", (HIDDEN,), (), MISSED
+    ),
     Mistake("mla: positions restart", Restarts, DECODING, "as if they were at positions 0"),
     Mistake("mla: no past", NoPast, DECODING, "attend only to the new positions"),
     Mistake("mla: top-left mask", TopLeft, DECODING, "aligned top-left"),
