@@ -1,14 +1,15 @@
-"""Long commands of the slow tier, started in the background when collection ends.
+"""Long commands of the slow tier, run in the background beside the tests, a few at a time.
 
-The fast tier keeps one core busy; a ``grade`` run about 1.7 of the two, and a ``check`` that
-waits out time limits almost none. So each long command whose tests are collected starts as soon
-as collection is over (``conftest.pytest_collection_finish``), and the fixture of the same name
-waits for it: the fast tier and the waiting overlap the work instead of following it.
+The suite's cost is CPU, and the machine has two cores: the tests in this process keep one busy,
+so each long command whose tests are collected is queued when collection ends
+(``conftest.pytest_collection_finish``) and a scheduler thread starts them, longest first, as
+cores free up: at any time the running jobs ask for at most :data:`CAPACITY` cores (a job that
+asks for more runs alone). The tests that read a job run last (``conftest._tier``), so by then
+it has usually ended; a fixture that needs a job not yet started starts it at once.
 
 A job is registered with :func:`job`: a function that gets an empty folder and returns its
-:class:`Job`. The tests that read a job run first in the slow tier (``conftest._tier``), so no
-other ``grade`` run is ever beside the class run's (two at once would share the sandbox's kernel
-uids).
+:class:`Job`, the cores it keeps busy, and its rank (lower starts first). ``grade`` runs may
+overlap: each claims kernel uids of its own (``isolation.claim_uids``).
 """
 
 from __future__ import annotations
@@ -18,19 +19,33 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-STARTERS: dict[str, Callable[[Path], Job]] = {}  # fixture name -> its starter
+CAPACITY = len(os.sched_getaffinity(0))  # cores the background jobs may keep busy together
+
+
+@dataclass(frozen=True)
+class Starter:
+    start: Callable[[Path], Job]
+    cores: int  # how many cores it keeps busy (0: it mostly waits)
+    rank: int  # lower starts first: the longest jobs
+
+
+STARTERS: dict[str, Starter] = {}  # fixture name -> its starter
 _started: dict[str, Job] = {}
+_queue: list[str] = []
+_lock = threading.RLock()
 
 
-def job(name: str):
+def job(name: str, cores: int = 1, rank: int = 50):
     """Register ``starter(folder) -> Job`` as the background job of fixture ``name``."""
 
     def register(starter):
-        STARTERS[name] = starter
+        STARTERS[name] = Starter(starter, cores, rank)
         return starter
 
     return register
@@ -49,6 +64,7 @@ class Job:
             argv, cwd=cwd, env=env, stdout=self._out, stderr=self._err, start_new_session=True
         )
         self.seconds: float | None = None
+        self.cores = 1
         self._done: subprocess.CompletedProcess | None = None
 
     def wait(self, timeout: float = 1800) -> subprocess.CompletedProcess:
@@ -72,13 +88,40 @@ class Job:
 
 
 def start(name: str) -> Job:
-    """Start the job of fixture ``name`` unless it has started; return it."""
-    if name not in _started:
-        _started[name] = STARTERS[name](Path(tempfile.mkdtemp(prefix=f"mha-{name}-")))
-    return _started[name]
+    """Start the job of fixture ``name`` now unless it has started; return it."""
+    with _lock:
+        if name not in _started:
+            if name in _queue:
+                _queue.remove(name)
+            folder = Path(tempfile.mkdtemp(prefix=f"mha-{name}-"))
+            _started[name] = STARTERS[name].start(folder)
+            _started[name].cores = STARTERS[name].cores
+        return _started[name]
+
+
+def queue(names) -> None:
+    """Start the jobs ``names`` in the background, longest first, as cores free up."""
+    with _lock:
+        _queue.extend(sorted(set(names) - set(_started), key=lambda n: STARTERS[n].rank))
+    threading.Thread(target=_schedule, name="background-jobs", daemon=True).start()
+
+
+def _schedule() -> None:
+    while True:
+        with _lock:
+            if not _queue:
+                return
+            busy = sum(j.cores for j in _started.values() if j.process.poll() is None)
+            nxt = _queue[0]
+            if busy == 0 or busy + STARTERS[nxt].cores <= CAPACITY:
+                start(nxt)
+                continue
+        time.sleep(0.5)
 
 
 def stop_all() -> None:
+    with _lock:
+        _queue.clear()
     while _started:
         _, running = _started.popitem()
         running.stop()

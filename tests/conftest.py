@@ -80,16 +80,16 @@ def autograder_job(folder: Path, *args: str) -> background.Job:
     return background.Job([sys.executable, "-m", "autograder", *args], folder, REPO, _environment())
 
 
-def _tier(item) -> int:
-    """0: the fast tier; 1: tests that read a background job; 2: the rest of the slow tier."""
-    if set(getattr(item, "fixturenames", ())) & set(background.STARTERS):
-        return 1
-    return 2 if item.get_closest_marker("slow") else 0
+def _tier(item) -> tuple:
+    """The fast tier first, then the rest of the slow tier, both while the background jobs run;
+    last the tests that read a job, in the order the jobs start (by then most have ended)."""
+    jobs = set(getattr(item, "fixturenames", ())) & set(background.STARTERS)
+    if jobs:
+        return (2, min(background.STARTERS[n].rank for n in jobs))
+    return (1, 0) if item.get_closest_marker("slow") else (0, 0)
 
 
 def pytest_collection_modifyitems(config, items):
-    """The fast tier first, while the background jobs run; then the tests that read them, which
-    wait for them; then every other slow test, none of them beside the class run's ``grade``."""
     items.sort(key=_tier)  # stable: each tier keeps the files' order
 
 
@@ -97,15 +97,14 @@ def pytest_collection_finish(session):
     if session.config.option.collectonly:
         return
     used = {n for item in session.items for n in getattr(item, "fixturenames", ())}
-    for name in sorted(used & set(background.STARTERS)):
-        background.start(name)
+    background.queue(used & set(background.STARTERS))
 
 
 def pytest_sessionfinish(session):
     background.stop_all()
 
 
-@background.job("class_run")
+@background.job("class_run", cores=2, rank=0)
 def _start_class_run(folder: Path) -> background.Job:
     from hostile import class_run
 
@@ -122,6 +121,16 @@ def class_run():
     if not paths.notebook_ids():
         pytest.skip("no notebooks in solutions/")
     return read(background.start("class_run"))
+
+
+@pytest.fixture(scope="session")
+def exchange_term():
+    """One small term through nbgrader's exchange, with Unix users (:mod:`exchange_class`),
+    shared by the exchange test and the formgrader's browser test; accounts removed after."""
+    import exchange_class
+
+    with exchange_class.exchange_class() as cls:
+        yield exchange_class.run_term(cls)
 
 
 _cpu: dict[str, float] = {}  # test id -> CPU seconds of this process and the children it waited for

@@ -119,7 +119,7 @@ def _start_slow_cell_check(folder):
 
 
 if NB in paths.notebook_ids():
-    background.job("slow_cell_check")(_start_slow_cell_check)
+    background.job("slow_cell_check", cores=0, rank=10)(_start_slow_cell_check)
 
 
 @pytest.fixture
@@ -166,8 +166,8 @@ def _start_hang_check(folder):
 
 
 if NB in paths.notebook_ids():
-    background.job("budget_check")(_start_budget_check)
-    background.job("hang_check")(_start_hang_check)
+    background.job("budget_check", cores=0, rank=10)(_start_budget_check)
+    background.job("hang_check", cores=0, rank=10)(_start_hang_check)
 
 
 @pytest.fixture

@@ -8,16 +8,16 @@ submission is read or written, and a second run regrades nothing.
 import hashlib
 import json
 import re
-import time
 from pathlib import Path
 
+import background
 import pytest
 from hostile import catalogue, notebooks, write_submissions
 
 from autograder import paths
 from autograder.build import instructor_notebook_text
 from autograder.classroom.isolation import UID_BLOCK, detect
-from conftest import autograder
+from conftest import autograder, autograder_job
 
 pytestmark = pytest.mark.slow
 NB = "01_attention_from_scratch"
@@ -52,11 +52,8 @@ def _processes_of_kernel_uids(base: int) -> list[str]:
     return found
 
 
-@pytest.fixture(scope="module")
-def hostile(tmp_path_factory):
-    if NB not in paths.notebook_ids():
-        pytest.skip(f"{NB} is not in solutions/")
-    root = tmp_path_factory.mktemp("hostile")
+def _start_hostile(root: Path) -> background.Job:
+    """Write every case's submission and start their ``grade`` with the correct ones."""
     subs, out = root / "submissions", root / "out"
     solution, release = notebooks(root)
     places = {
@@ -70,23 +67,32 @@ def hostile(tmp_path_factory):
     cases = {c.student: c for c in catalogue(solution, release, places)}
     write_submissions(subs, list(cases.values()), NB)
     before = {s: _digest(subs / s) for s in cases}
-    started = time.monotonic()
-    first = autograder("grade", str(subs), "--out", str(out), *SETTINGS)
-    seconds = time.monotonic() - started
+    job = autograder_job(root, "grade", str(subs), "--out", str(out), *SETTINGS)
+    job.context = {"cases": cases, "subs": subs, "out": out, "before": before, "places": places}
+    return job
+
+
+if NB in paths.notebook_ids():
+    background.job("hostile_run", cores=2, rank=20)(_start_hostile)
+
+
+@pytest.fixture(scope="module")
+def hostile():
+    if NB not in paths.notebook_ids():
+        pytest.skip(f"{NB} is not in solutions/")
+    job = background.start("hostile_run")
+    first = job.wait()
+    out = job.context["out"]
     results = {
         s: json.loads((out / "results" / NB / f"{s}.json").read_text())
-        for s in cases
+        for s in job.context["cases"]
         if (out / "results" / NB / f"{s}.json").is_file()
     }
     return {
-        "cases": cases,
-        "subs": subs,
-        "out": out,
+        **job.context,
         "first": first,
-        "seconds": seconds,
+        "seconds": job.seconds,
         "results": results,
-        "before": before,
-        "places": places,
         "sandboxed": detect().sandboxed,
     }
 

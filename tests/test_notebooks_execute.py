@@ -8,122 +8,52 @@
   (``autograder/``), and an example that needs an unwritten exercise, or a name such a cell
   left undefined, says so in one line.
 
-The notebooks run two at a time in worker processes (their kernels are single-threaded, and the
-machine has two cores); each test then reads its notebook's outcome.
+The notebooks run in a background job (``tests/notebook_runs.py``), two at a time, beside the
+other tests; each test then reads its notebook's outcome.
 """
 
-import multiprocessing
+import json
 import os
-import re
-from concurrent.futures import ProcessPoolExecutor
+import sys
+from pathlib import Path
 
+import background
 import pytest
 
 from autograder import paths
+from conftest import REPO, _environment
 
 pytestmark = pytest.mark.slow
 IDS = paths.notebook_ids()
 
 
-def _kernel_environment() -> None:
-    """What this worker's kernels inherit: not autograde, no display, and one thread each. Two
-    kernels run at once on two cores; with PyTorch's two threads each, notebooks 04 and 05's
-    timing sweeps were measured at 31-35 s on one run and 4-5 minutes on another."""
-    os.environ.pop("NBGRADER_EXECUTION", None)
-    os.environ.update(MPLBACKEND="Agg", OMP_NUM_THREADS="1")
-
-
-def run_top_to_bottom(notebook_id: str) -> str | None:
-    """Execute the instructor notebook in a fresh kernel; the first error, or None."""
-    import nbformat
-    from nbclient import NotebookClient
-
-    _kernel_environment()
-    nb = nbformat.read(paths.solution_notebook(notebook_id), as_version=4)
-    client = NotebookClient(
-        nb,
-        timeout=300,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(paths.SOLUTIONS_DIR / notebook_id)}},
-    )
-    try:
-        client.execute()
-    except Exception as err:  # the cell error, with its traceback, as nbclient reports it
-        return f"{type(err).__name__}: {err}"[-3000:]
-    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
-    return f"{errors[0].ename}: {errors[0].evalue}" if errors else None
-
-
-def _shown_outputs(nb) -> list:
-    """Every output a learner sees: the cells', and those kept in widget state."""
-    shown = [(str(i), o) for i, c in enumerate(nb.cells) for o in c.get("outputs", [])]
-    widgets = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
-    for model in widgets.get("state", {}).values():
-        for output in model.get("state", {}).get("outputs") or []:
-            shown.append(("a widget", output))
-    return shown
-
-
-def release_problems(notebook_id: str) -> list[str]:
-    """Run the untouched learner notebook as Run All does; what a learner should not see."""
-    import nbformat
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
-
-    _kernel_environment()
-    os.environ["MHA_COURSE_QUICK"] = "1"
-    nb = nbformat.read(paths.release_notebook(notebook_id), as_version=4)
-    client = NotebookClient(
-        nb,
-        timeout=300,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(paths.COURSE_DIR / notebook_id)}},
-    )
-    problems = []
-    try:  # allow_errors stays False: an untagged cell's error stops the run, as in JupyterLab
-        client.execute()
-    except CellExecutionError as err:
-        last = re.sub(r"\x1b\[[0-9;]*m", "", str(err)).strip().splitlines()[-1]
-        problems.append(f"Run All stops: {last[:300]}")
-    unrun = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and not c.execution_count]
-    if unrun:
-        problems.append(f"{len(unrun)} code cells never ran (no execution count), from {unrun[0]}")
-    for where, output in _shown_outputs(nb):
-        if output.get("output_type") == "error":
-            lines = list(output.get("traceback", []))
-        elif output.get("output_type") == "stream":
-            lines = [output.get("text", "")]
-        else:
-            continue
-        text = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(lines))
-        ename = output.get("ename", "")
-        if "/autograder/" in text or "Traceback (most recent call last)" in text and not ename:
-            problems.append(f"{where}: a traceback through course code: {text[-300:]}")
-        elif ename in ("NotImplementedError", "NameError") and len(lines) != 1:
-            problems.append(f"{where}: {ename} shown as {len(lines)} lines, not one")
-    return problems
+@background.job("notebook_runs", cores=2, rank=5)
+def _start_notebook_runs(folder: Path) -> background.Job:
+    runner = str(Path(__file__).with_name("notebook_runs.py"))
+    argv = [sys.executable, runner, str(folder / "outcomes.json")]
+    return background.Job(argv, folder, REPO, _environment())
 
 
 @pytest.fixture(scope="module")
-def outcomes() -> dict:
+def notebook_runs() -> dict:
     """(kind, notebook id) -> the solution's first error, or the release's problems."""
-    workers = min(2, len(os.sched_getaffinity(0)), len(IDS)) or 1
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        # later notebooks are the longest: start them first so both workers end together
-        futures = {("solution", i): pool.submit(run_top_to_bottom, i) for i in reversed(IDS)}
-        futures |= {("release", i): pool.submit(release_problems, i) for i in reversed(IDS)}
-        return {key: future.result() for key, future in futures.items()}
+    job = background.start("notebook_runs")
+    done = job.wait()
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    outcomes = json.loads((job.folder / "outcomes.json").read_text())
+    return {tuple(key.split("/", 1)): value for key, value in outcomes.items()}
 
 
 @pytest.mark.parametrize("notebook_id", IDS)
-def test_solution_runs_top_to_bottom(notebook_id, outcomes):
-    assert outcomes[("solution", notebook_id)] is None, outcomes[("solution", notebook_id)]
+def test_solution_runs_top_to_bottom(notebook_id, notebook_runs):
+    assert notebook_runs[("solution", notebook_id)] is None, notebook_runs[
+        ("solution", notebook_id)
+    ]
     assert os.environ.get("NBGRADER_EXECUTION") is None
 
 
 @pytest.mark.parametrize("notebook_id", IDS)
 def test_untouched_release_shows_no_course_frames_and_one_line_per_unfinished_exercise(
-    notebook_id, outcomes
+    notebook_id, notebook_runs
 ):
-    assert outcomes[("release", notebook_id)] == [], outcomes[("release", notebook_id)]
+    assert notebook_runs[("release", notebook_id)] == [], notebook_runs[("release", notebook_id)]

@@ -1,0 +1,114 @@
+"""Run every notebook top to bottom, as a learner would (not under autograde), and write what
+went wrong to a JSON file: the background job ``notebook_runs`` of ``test_notebooks_execute``.
+
+``python tests/notebook_runs.py OUT.json``: the instructor notebooks and the untouched learner
+notebooks run two at a time in worker processes (their kernels are single-threaded, and the
+machine has two cores).
+"""
+
+import json
+import multiprocessing
+import os
+import re
+import sys
+from concurrent.futures import ProcessPoolExecutor
+
+from autograder import paths
+
+IDS = paths.notebook_ids()
+
+
+def _kernel_environment() -> None:
+    """What this worker's kernels inherit: not autograde, no display, and one thread each. Two
+    kernels run at once on two cores; with PyTorch's two threads each, notebooks 04 and 05's
+    timing sweeps were measured at 31-35 s on one run and 4-5 minutes on another."""
+    os.environ.pop("NBGRADER_EXECUTION", None)
+    os.environ.update(MPLBACKEND="Agg", OMP_NUM_THREADS="1")
+
+
+def run_top_to_bottom(notebook_id: str) -> str | None:
+    """Execute the instructor notebook in a fresh kernel; the first error, or None."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    _kernel_environment()
+    nb = nbformat.read(paths.solution_notebook(notebook_id), as_version=4)
+    client = NotebookClient(
+        nb,
+        timeout=300,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(paths.SOLUTIONS_DIR / notebook_id)}},
+    )
+    try:
+        client.execute()
+    except Exception as err:  # the cell error, with its traceback, as nbclient reports it
+        return f"{type(err).__name__}: {err}"[-3000:]
+    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    return f"{errors[0].ename}: {errors[0].evalue}" if errors else None
+
+
+def _shown_outputs(nb) -> list:
+    """Every output a learner sees: the cells', and those kept in widget state."""
+    shown = [(str(i), o) for i, c in enumerate(nb.cells) for o in c.get("outputs", [])]
+    widgets = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+    for model in widgets.get("state", {}).values():
+        for output in model.get("state", {}).get("outputs") or []:
+            shown.append(("a widget", output))
+    return shown
+
+
+def release_problems(notebook_id: str) -> list[str]:
+    """Run the untouched learner notebook as Run All does; what a learner should not see."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    _kernel_environment()
+    os.environ["MHA_COURSE_QUICK"] = "1"
+    nb = nbformat.read(paths.release_notebook(notebook_id), as_version=4)
+    client = NotebookClient(
+        nb,
+        timeout=300,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(paths.COURSE_DIR / notebook_id)}},
+    )
+    problems = []
+    try:  # allow_errors stays False: an untagged cell's error stops the run, as in JupyterLab
+        client.execute()
+    except CellExecutionError as err:
+        last = re.sub(r"\x1b\[[0-9;]*m", "", str(err)).strip().splitlines()[-1]
+        problems.append(f"Run All stops: {last[:300]}")
+    unrun = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and not c.execution_count]
+    if unrun:
+        problems.append(f"{len(unrun)} code cells never ran (no execution count), from {unrun[0]}")
+    for where, output in _shown_outputs(nb):
+        if output.get("output_type") == "error":
+            lines = list(output.get("traceback", []))
+        elif output.get("output_type") == "stream":
+            lines = [output.get("text", "")]
+        else:
+            continue
+        text = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(lines))
+        ename = output.get("ename", "")
+        if "/autograder/" in text or "Traceback (most recent call last)" in text and not ename:
+            problems.append(f"{where}: a traceback through course code: {text[-300:]}")
+        elif ename in ("NotImplementedError", "NameError") and len(lines) != 1:
+            problems.append(f"{where}: {ename} shown as {len(lines)} lines, not one")
+    return problems
+
+
+def main(out: str) -> None:
+    """(kind, notebook id) -> the solution's first error, or the release's problems."""
+    workers = min(2, len(os.sched_getaffinity(0)), len(IDS)) or 1
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        # later notebooks are the longest: start them first so both workers end together
+        futures = {("solution", i): pool.submit(run_top_to_bottom, i) for i in reversed(IDS)}
+        futures |= {("release", i): pool.submit(release_problems, i) for i in reversed(IDS)}
+        outcomes = {f"{kind}/{i}": future.result() for (kind, i), future in futures.items()}
+    with open(out, "w") as f:
+        json.dump(outcomes, f)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
