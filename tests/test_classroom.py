@@ -91,6 +91,21 @@ def test_deleted_setup_cell_is_put_back_in_place():
     assert notes == ["locked cell `setup` was deleted: put back"]
 
 
+def test_answer_cell_missing_from_an_older_copy_is_put_back_unanswered():
+    """A copy older than an exercise lacks its answer and test cells; nbgrader would put the test
+    back after the answer cell and crash on its absence, so the unanswered cell returns first."""
+    nb = _release()
+    del nb.cells[1:]
+    notes = restore_structure(nb, _release())
+    assert [c.metadata["nbgrader"]["grade_id"] for c in nb.cells] == ["setup", "f"]
+    assert "NotImplementedError" in nb.cells[1].source
+    assert notes == [
+        "answer cell `f` was missing (deleted, or the copy predates the exercise): put back "
+        "unanswered",
+        "test cell `test_f` was deleted: nbgrader puts it back",
+    ]
+
+
 @pytest.mark.parametrize(
     ("content", "expected"),
     [

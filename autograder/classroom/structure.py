@@ -69,15 +69,24 @@ def restore_structure(nb, release) -> list[str]:
         ref = reference[gid]
         if nbcell.is_graded(ref) and not nbcell.is_answer(ref):
             notes.append(f"test cell `{gid}` was deleted: nbgrader puts it back")
-        elif nbcell.is_answer(ref):
-            notes.append(f"answer cell `{gid}` was deleted or lost its metadata")
-        elif nbcell.is_locked(ref):
-            earlier = [g for g in order[:i] if g in present]
-            position = 0
-            if earlier:
-                position = 1 + max(j for j, c in enumerate(nb.cells) if _grade_id(c) == earlier[-1])
-            nb.cells.insert(position, nbformat.from_dict(reference[gid]))
-            present[gid] = 1
+            continue
+        if not (nbcell.is_answer(ref) or nbcell.is_locked(ref)):
+            continue
+        # nbgrader puts a missing test cell back after the cell before it in the source, and
+        # crashes when that is a missing answer cell (a copy older than the exercise): put the
+        # unanswered cell back in place, so its tests say it is not implemented yet
+        earlier = [g for g in order[:i] if g in present]
+        position = 0
+        if earlier:
+            position = 1 + max(j for j, c in enumerate(nb.cells) if _grade_id(c) == earlier[-1])
+        nb.cells.insert(position, nbformat.from_dict(reference[gid]))
+        present[gid] = 1
+        if nbcell.is_answer(ref):
+            notes.append(
+                f"answer cell `{gid}` was missing (deleted, or the copy predates the exercise): "
+                "put back unanswered"
+            )
+        else:
             notes.append(f"locked cell `{gid}` was deleted: put back")
     return notes
 
