@@ -1,9 +1,10 @@
 """Run every notebook top to bottom, as a learner would (not under autograde), and write what
 went wrong to a JSON file: the background job ``notebook_runs`` of ``test_notebooks_execute``.
 
-``python tests/notebook_runs.py OUT.json``: the instructor notebooks and the untouched learner
-notebooks run two at a time in worker processes (their kernels are single-threaded, and the
-machine has two cores).
+``python tests/notebook_runs.py OUT.json``: the instructor notebooks run two at a time in worker
+processes (their kernels are single-threaded, and the machine has two cores). The untouched learner
+notebooks run once, in the real browser's Run All (``test_explorer_browser``), which reads them
+with :func:`problems_in`.
 """
 
 import json
@@ -57,30 +58,11 @@ def _shown_outputs(nb) -> list:
     return shown
 
 
-def release_problems(notebook_id: str) -> list[str]:
-    """Run the untouched learner notebook as Run All does; what a learner should not see."""
-    import nbformat
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
-
-    _kernel_environment()
-    os.environ["MHA_COURSE_QUICK"] = "1"
-    nb = nbformat.read(paths.release_notebook(notebook_id), as_version=4)
-    client = NotebookClient(
-        nb,
-        timeout=300,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(paths.COURSE_DIR / notebook_id)}},
-    )
+def problems_in(nb) -> list[str]:
+    """What a learner should not see in a notebook Run All has run (``test_explorer_browser``
+    saves each untouched release after JupyterLab's Run All and reads it with this): a traceback
+    through the course's own code, or an unfinished exercise's error in more than one line."""
     problems = []
-    try:  # allow_errors stays False: an untagged cell's error stops the run, as in JupyterLab
-        client.execute()
-    except CellExecutionError as err:
-        last = re.sub(r"\x1b\[[0-9;]*m", "", str(err)).strip().splitlines()[-1]
-        problems.append(f"Run All stops: {last[:300]}")
-    unrun = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and not c.execution_count]
-    if unrun:
-        problems.append(f"{len(unrun)} code cells never ran (no execution count), from {unrun[0]}")
     for where, output in _shown_outputs(nb):
         if output.get("output_type") == "error":
             lines = list(output.get("traceback", []))
@@ -98,14 +80,13 @@ def release_problems(notebook_id: str) -> list[str]:
 
 
 def main(out: str) -> None:
-    """(kind, notebook id) -> the solution's first error, or the release's problems."""
+    """notebook id -> the instructor notebook's first error, or None."""
     workers = min(2, len(os.sched_getaffinity(0)), len(IDS)) or 1
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         # later notebooks are the longest: start them first so both workers end together
-        futures = {("solution", i): pool.submit(run_top_to_bottom, i) for i in reversed(IDS)}
-        futures |= {("release", i): pool.submit(release_problems, i) for i in reversed(IDS)}
-        outcomes = {f"{kind}/{i}": future.result() for (kind, i), future in futures.items()}
+        futures = {i: pool.submit(run_top_to_bottom, i) for i in reversed(IDS)}
+        outcomes = {i: future.result() for i, future in futures.items()}
     with open(out, "w") as f:
         json.dump(outcomes, f)
 

@@ -23,7 +23,10 @@ a temporary folder. Then, as a learner would:
   Validate shows the score above the cells' boxes; ``check``, typed in a terminal, ends with
   its one-line summary;
 - every release notebook, untouched, runs to the end with Run All: every code cell gets an
-  execution count;
+  execution count (a cell's error stops Run All unless the cell is tagged ``raises-exception``);
+  saved and read back, no output shows a frame of the course's own code (``autograder/``), and an
+  example that needs an unwritten exercise, or a name such a cell left undefined, says so in one
+  line; no widget's output shows a traceback (this is the releases' one run in the suite);
 - a mock interview's notebook runs: its clock, a passing answer, the follow-ups.
 
 Screenshots of each step are written to ``test-screenshots/`` at the repository root (or to
@@ -50,6 +53,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from notebook_runs import problems_in
 
 from autograder import lab_launcher, nbcell, paths
 
@@ -551,6 +555,7 @@ def test_run_all_runs_every_untouched_release_to_the_end(lab):
     notebooks run at a time, one per core, each in a page of its own."""
     new_page, work, _ = lab
     ids = paths.notebook_ids()
+    problems: dict[str, list[str]] = {}
     for pair in (ids[i : i + 2] for i in range(0, len(ids), 2)):
         pages = {}
         for notebook_id in pair:
@@ -567,13 +572,27 @@ def test_run_all_runs_every_untouched_release_to_the_end(lab):
                 notebook_id,
                 counts,
             )
+            page.keyboard.press("Control+s")
+            page.wait_for_selector("li.lm-TabBar-tab.jp-mod-current:not(.jp-mod-dirty)")
+            saved = nbformat.read(work / notebook_id / f"{notebook_id}.ipynb", as_version=4)
+            problems[notebook_id] = problems_in(saved)
+            widgets = page.evaluate(_WIDGET_OUTPUTS)
+            problems[notebook_id] += [
+                f"a widget shows: {text[-300:]}"
+                for text in widgets
+                if "Traceback" in text or "/autograder/" in text
+            ]
             page.click("li.lm-MenuBar-item:has-text('Kernel')")
             page.click(".lm-Menu-itemLabel:text-is('Shut Down Kernel')")
             with contextlib.suppress(Exception):  # JupyterLab may ask to confirm
                 page.click(".jp-Dialog-button.jp-mod-accept", timeout=3_000)
             page.wait_for_selector(".jp-Toolbar-kernelName:has-text('No Kernel')", timeout=30_000)
             page.close()
+    assert not any(problems.values()), {k: v for k, v in problems.items() if v}
 
+
+# The text each ipywidgets Output widget shows (its outputs are not saved in the file).
+_WIDGET_OUTPUTS = """() => [...document.querySelectorAll('.widget-output')].map(w => w.innerText)"""
 
 # Each diagnosis box of nbgrader's Validate dialog: its white-space and whether it is cut.
 _DIAGNOSIS_BOXES = """() => [...document.querySelectorAll('#validation-message pre')].map(p => ({
