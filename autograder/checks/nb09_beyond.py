@@ -51,7 +51,11 @@ def _wrong_mla(right: int) -> list[tuple[float, str]]:
         ),
         (_mla_bytes(dtype=torch.float32), "the cache is bf16, 2 bytes per value"),
         (_mla_bytes(layers=1), "every one of the 61 layers caches its own latent"),
-        (2 * right, "the latent stands for keys and values together: it is cached once"),
+        (
+            _meta_bytes((_DSV3["layers"], _DSV3["latent"] + _DSV3["rope"]))
+            + _mla_bytes(rope=False),
+            "the latent stands for keys and values together: it is cached once",
+        ),
     ]
 
 

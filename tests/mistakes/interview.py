@@ -145,6 +145,7 @@ WRONG_NUMBERS = [
     WrongAnswer("mla_bytes_per_token", 61 * 128 * (128 + 64 + 128) * 2, "after the up-proj"),
     WrongAnswer("mla_bytes_per_token", (512 + 64) * 2, "61 layers"),
     WrongAnswer("mla_bytes_per_token", 70_272 * 2, "bf16"),
+    WrongAnswer("mla_bytes_per_token", 61 * (2 * 512 + 64) * 2, "cached once"),
     WrongAnswer("swiglu_params", 2 * 4096 * 11008, "three matrices"),
     WrongAnswer("swiglu_params", 2 * 4096 * 4 * 4096, "GELU MLP of width 4C"),
     WrongAnswer("swiglu_params", 3 * 4096 * 11008 + 2 * 11008 + 4096, "no biases"),
