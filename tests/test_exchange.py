@@ -53,7 +53,7 @@ def test_a_late_resubmission_is_the_only_submission_graded_again(exchange_term):
     ada, bob = cls.ada.name, cls.bob.name
     assert second[ada]["sha256"] == first[ada]["sha256"]  # collect --update left ada's alone
     # What decides a grade (the grading code included) did not change between the two runs,
-    # as in CI; in a tree someone edits meanwhile, everyone is regraded, rightly.
+    # as in CI; in a tree someone edits meanwhile, everyone is graded again, rightly.
     assert second[ada]["key"] == first[ada]["key"], "the grading code changed between the runs"
     assert "1 this run, 1 unchanged since the last run" in exchange_term.second.stdout
     assert second[ada] == first[ada]  # the same result, not redone

@@ -193,7 +193,7 @@ def _shown(cell) -> list[str]:
             shown.append(f"{out.ename}: {out.evalue}")
         elif "text/plain" in out.get("data", {}):
             shown.append(out.data["text/plain"])
-    return shown
+    return [line for line in shown if line]  # a blank stream is nothing to read
 
 
 def _clean_env() -> dict:
