@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: lab test test-fast env system-packages
+.PHONY: lab test test-fast test-compat env system-packages
 
 env: $(STAMP)
 
@@ -36,3 +36,11 @@ test: $(STAMP) system-packages
 # browser, the benchmarks' smoke tests). `make test` stays the whole suite (and what CI runs).
 test-fast: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -m "not slow"
+
+# The course on another torch release, in a venv of its own outside the tree (/tmp/venv-torch-X:
+# a CUDA build of several GB, run on the CPU), so not part of `make test`: the fast tier, `check`
+# of one notebook, `grade` of every notebook's answers, and the outside-the-repository test.
+# README.md ("Which PyTorch") records the results for both ends of the supported range.
+TORCH ?= 2.15.0
+test-compat: $(STAMP)
+	$(PY) tests/compat.py $(TORCH)
