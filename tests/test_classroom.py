@@ -737,7 +737,15 @@ def test_interrupted_run_resumes_without_regrading(tmp_path, notebook_01):
     ]
     env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
     first = subprocess.Popen(
-        command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # as typed in a terminal: a suite started as a shell's background job passes SIGINT on
+        # ignored, and Python then never turns it into KeyboardInterrupt
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     results = out / "results" / NB
     deadline = time.monotonic() + 300

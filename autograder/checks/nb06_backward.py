@@ -36,7 +36,7 @@ from ._core import (
     make_generator,
     randint,
 )
-from .nb06_gpu import _SDPA_OPS
+from ._online_softmax import SDPA_OPS
 
 #: Learner-importable names that would compute the gradients: autograd through either gives them
 #: (the by-hand cell refuses autograd too). In the grading sandbox they keep their names but raise.
@@ -295,7 +295,7 @@ def check_backward_by_hand(fn: Callable, *, seed: int = 0, thorough: bool = Fals
         args = _args(gen, 1, 2, 9, 9, 8, causal)
         with record_torch_calls() as names:
             got = _call(fn, args, 4, causal)
-        found = find_calls(names, _SDPA_OPS + _NOT_BY_HAND)
+        found = find_calls(names, SDPA_OPS + _NOT_BY_HAND)
         if found:
             fail(
                 f"`{NAME}` calls `{found[0]}`: write the backward by hand, tile by tile, from "

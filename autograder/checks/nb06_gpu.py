@@ -38,6 +38,7 @@ from ._core import (
     make_generator,
     randint,
 )
+from ._online_softmax import SDPA_OPS as _SDPA_OPS
 from ._online_softmax import close, diagnose, oracle, tolerance
 
 #: Checks the grader cannot verify outside the kernel: their cells wait for a person.
@@ -59,16 +60,6 @@ ANSWERS_IN_TOOLS: dict[str, str] = {
 
 TILED = "tiled_attention"
 TRITON = "triton_attention"
-_SDPA_OPS = (
-    "scaled_dot_product_attention",
-    "_scaled_dot_product_attention_math",
-    "_scaled_dot_product_flash_attention_for_cpu",
-    "_scaled_dot_product_flash_attention",
-    "_scaled_dot_product_efficient_attention",
-    "_scaled_dot_product_cudnn_attention",
-    "_scaled_dot_product_fused_attention_overrideable",
-    "multi_head_attention_forward",
-)
 
 
 # ----------------------------------------------------------------------------- get_device
