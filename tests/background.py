@@ -78,6 +78,14 @@ class Job:
             )
         return self._done
 
+    def running(self) -> bool:
+        """Whether the command still runs; an ended one is left for :meth:`wait` to reap, so its
+        CPU time counts for the test that reads it (``conftest``'s CPU seconds)."""
+        if self._done is not None or self.process.returncode is not None:
+            return False
+        ended = os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        return ended is None
+
     def stop(self) -> None:
         """Stop the command if it still runs (an interrupted session), with all it started."""
         if self.process.poll() is None:
@@ -111,7 +119,7 @@ def _schedule() -> None:
         with _lock:
             if not _queue:
                 return
-            busy = sum(j.cores for j in _started.values() if j.process.poll() is None)
+            busy = sum(j.cores for j in _started.values() if j.running())
             nxt = _queue[0]
             if busy == 0 or busy + STARTERS[nxt].cores <= CAPACITY:
                 start(nxt)
