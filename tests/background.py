@@ -37,6 +37,7 @@ class Starter:
 
 STARTERS: dict[str, Starter] = {}  # fixture name -> its starter
 _started: dict[str, Job] = {}
+_history: dict[str, Job] = {}  # every job started, kept for the timeline after stop_all
 _queue: list[str] = []
 _lock = threading.RLock()
 
@@ -104,7 +105,14 @@ def start(name: str) -> Job:
             folder = Path(tempfile.mkdtemp(prefix=f"mha-{name}-"))
             _started[name] = STARTERS[name].start(folder)
             _started[name].cores = STARTERS[name].cores
+            _history[name] = _started[name]
         return _started[name]
+
+
+def started() -> dict[str, Job]:
+    """The jobs started so far, by fixture name."""
+    with _lock:
+        return dict(_history)
 
 
 def queue(names) -> None:

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import background
@@ -145,14 +146,20 @@ def _cpu_now() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+_tiers: dict[tuple, list[float]] = {}  # tier -> [first start, last end], seconds into the session
+_began = time.monotonic()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Each test's CPU seconds (setup, call, teardown; with every child process that ended in
     it, background jobs in the test that waited for them): the suite's cost is CPU, not the
-    wall time of one machine."""
-    began = _cpu_now()
+    wall time of one machine. And when each tier ran, for the timeline."""
+    began, started = _cpu_now(), time.monotonic() - _began
     yield
     _cpu[item.nodeid] = _cpu_now() - began
+    span = _tiers.setdefault(_tier(item)[:1], [started, started])
+    span[1] = time.monotonic() - _began
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -162,3 +169,11 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.write_sep("=", f"CPU seconds: {total:.0f} in all; the most")
     for nodeid, seconds in sorted(_cpu.items(), key=lambda kv: -kv[1])[:15]:
         terminalreporter.write_line(f"{seconds:7.1f}  {nodeid}")
+    names = {(0,): "fast tier", (1,): "slow tier", (2,): "tests reading background jobs"}
+    terminalreporter.write_sep("=", "timeline (seconds into the session)")
+    for tier, (start, end) in sorted(_tiers.items()):
+        terminalreporter.write_line(f"{start:7.0f} -{end:5.0f}  {names[tier]}")
+    for name, job in background.started().items():
+        start, seconds = job.started - _began, job.seconds
+        end = f"{start + seconds:5.0f}" if seconds is not None else "  ..."
+        terminalreporter.write_line(f"{start:7.0f} -{end}  job {name} ({job.cores} cores)")
