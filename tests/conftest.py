@@ -76,9 +76,10 @@ def first_notebook() -> str:
     return ids[0]
 
 
-def autograder_job(folder: Path, *args: str) -> background.Job:
+def autograder_job(folder: Path, *args: str, nice: int = background.NICE) -> background.Job:
     """``python -m autograder ARGS`` started now, read later (:class:`background.Job`)."""
-    return background.Job([sys.executable, "-m", "autograder", *args], folder, REPO, _environment())
+    argv = [sys.executable, "-m", "autograder", *args]
+    return background.Job(argv, folder, REPO, _environment(), nice=nice)
 
 
 def _tier(item) -> tuple:
@@ -124,14 +125,23 @@ def class_run():
     return read(background.start("class_run"))
 
 
+def _exchange_term(stack):
+    import exchange_class
+
+    return exchange_class.run_term(stack.enter_context(exchange_class.exchange_class()))
+
+
+@background.job("exchange_term", cores=1, rank=12)
+def _start_exchange_term(folder: Path) -> background.ThreadJob:
+    return background.ThreadJob(_exchange_term, folder)
+
+
 @pytest.fixture(scope="session")
 def exchange_term():
     """One small term through nbgrader's exchange, with Unix users (:mod:`exchange_class`),
-    shared by the exchange test and the formgrader's browser test; accounts removed after."""
-    import exchange_class
-
-    with exchange_class.exchange_class() as cls:
-        yield exchange_class.run_term(cls)
+    shared by the exchange test and the formgrader's browser test: a background job (a thread),
+    whose accounts are removed when the session ends."""
+    return background.start("exchange_term").wait()
 
 
 _cpu: dict[str, float] = {}  # test id -> CPU seconds of this process and the children it waited for
