@@ -49,7 +49,8 @@ _lock = threading.RLock()
 
 
 def job(name: str, cores: int = 1, rank: int = 50):
-    """Register ``starter(folder) -> Job`` as the background job of fixture ``name``."""
+    """Register ``starter(folder) -> Job`` as the background job of fixture ``name`` (the job is
+    queued, and its readers ordered, by that fixture's name: the two must be the same)."""
 
     def register(starter):
         STARTERS[name] = Starter(starter, cores, rank)

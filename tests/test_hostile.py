@@ -74,14 +74,14 @@ def _start_hostile(root: Path) -> background.Job:
 
 
 if NB in paths.notebook_ids():
-    background.job("hostile_run", cores=2, rank=20)(_start_hostile)
+    background.job("hostile", cores=2, rank=20)(_start_hostile)
 
 
 @pytest.fixture(scope="module")
 def hostile():
     if NB not in paths.notebook_ids():
         pytest.skip(f"{NB} is not in solutions/")
-    job = background.start("hostile_run")
+    job = background.start("hostile")
     first = job.wait()
     out = job.context["out"]
     results = {

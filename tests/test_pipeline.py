@@ -90,7 +90,7 @@ def _grade_course(root: Path) -> tuple:
     return root, first_notebook, sorted(submissions)
 
 
-@background.job("nbgrader_pipeline", cores=1, rank=15)
+@background.job("graded_course", cores=1, rank=15)
 def _start_pipeline(folder: Path) -> background.ThreadJob:
     return background.ThreadJob(lambda stack: _grade_course(folder), folder)
 
@@ -99,7 +99,7 @@ def _start_pipeline(folder: Path) -> background.ThreadJob:
 def graded_course():
     if not paths.notebook_ids():
         pytest.skip("no notebooks in solutions/")
-    return background.start("nbgrader_pipeline").wait()
+    return background.start("graded_course").wait()
 
 
 def _scores(root, nb_id, student):
