@@ -130,9 +130,17 @@ def course_lab(work: Path, scratch: Path):
         f"--LabApp.workspaces_dir={scratch / 'ws'}",
     ]
     log_path = scratch / "server.log"
+    with serve_lab(command, env, log_path, port, token) as base:
+        yield base, token, log_path
+
+
+@contextlib.contextmanager
+def serve_lab(command: list[str], env: dict, log_path: Path, port: int, token: str, cwd=None):
+    """Start a JupyterLab server (``command``, in a process group of its own, its output in
+    ``log_path``), wait until it answers, yield its base URL; shut it down afterwards."""
     log = log_path.open("w")
     server = subprocess.Popen(
-        command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -147,7 +155,7 @@ def course_lab(work: Path, scratch: Path):
             if time.monotonic() > deadline:
                 pytest.fail("JupyterLab did not start within 90 s")
             time.sleep(0.5)
-        yield base, token, log_path
+        yield base
     finally:
         with contextlib.suppress(OSError):
             request = urllib.request.Request(f"{base}/api/shutdown?token={token}", method="POST")

@@ -15,16 +15,20 @@ import contextlib
 import os
 import re
 import secrets
-import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from exchange_class import ASSIGNMENT, WRITTEN
-from test_explorer_browser import CHROMIUM_FLAGS, SCREENSHOTS, _chromium, _free_port, _missing
+from test_explorer_browser import (
+    CHROMIUM_FLAGS,
+    SCREENSHOTS,
+    _chromium,
+    _free_port,
+    _missing,
+    serve_lab,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -54,34 +58,8 @@ def instructor_lab(folder: Path, scratch: Path):
     ]  # fmt: skip
     if os.geteuid() == 0:
         command.append("--allow-root")
-    log_path = scratch / "server.log"
-    with log_path.open("w") as log:
-        server = subprocess.Popen(
-            command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
-        base = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 90
-            while True:
-                if server.poll() is not None:
-                    pytest.fail(f"JupyterLab exited: {log_path.read_text()[-800:]}")
-                with contextlib.suppress(OSError):
-                    with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2):
-                        break
-                if time.monotonic() > deadline:
-                    pytest.fail("JupyterLab did not start within 90 s")
-                time.sleep(0.5)
-            yield base, token
-        finally:
-            with contextlib.suppress(OSError):
-                req = urllib.request.Request(f"{base}/api/shutdown?token={token}", method="POST")
-                urllib.request.urlopen(req, timeout=5).close()
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGTERM)
-                server.wait(timeout=10)
+    with serve_lab(command, env, scratch / "server.log", port, token, cwd=folder) as base:
+        yield base, token
 
 
 def _shot(page, name: str) -> None:
