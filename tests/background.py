@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import cpu_account
+
 CAPACITY = len(os.sched_getaffinity(0))  # cores the background jobs may keep busy together
 # The tests in this process are the critical path: the jobs yield the CPU to them and take the
 # rest (a job whose grading limits are tight asks for nice 0). Mild, so that beside other busy
@@ -65,6 +67,7 @@ class Job:
 
     def __init__(self, argv: list[str], folder: Path, cwd: Path, env: dict, nice: int = NICE):
         self.folder, self.argv = folder, argv
+        self.cpu_group = cpu_account.group(folder.name)
         self._out = open(folder / "stdout", "w+")
         self._err = open(folder / "stderr", "w+")
         self.started = time.monotonic()
@@ -75,7 +78,7 @@ class Job:
             stdout=self._out,
             stderr=self._err,
             start_new_session=True,
-            preexec_fn=lambda: os.nice(nice),
+            preexec_fn=lambda: (os.nice(nice), cpu_account.join(self.cpu_group)),
         )
         self.seconds: float | None = None
         self.cores = 1
@@ -94,8 +97,8 @@ class Job:
         return self._done
 
     def running(self) -> bool:
-        """Whether the command still runs; an ended one is left for :meth:`wait` to reap, so its
-        CPU time counts for the test that reads it (``conftest``'s CPU seconds)."""
+        """Whether the command still runs; an ended one is left for :meth:`wait` to reap (where
+        CPU is counted without groups, so that it counts for the test that reads it)."""
         if self._done is not None or self.process.returncode is not None:
             return False
         ended = os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -119,6 +122,7 @@ class ThreadJob:
 
     def __init__(self, work: Callable[[contextlib.ExitStack], Any], folder: Path, nice: int = NICE):
         self.folder, self.cores, self.seconds = folder, 1, None
+        self.cpu_group = cpu_account.group(folder.name)
         self.started = time.monotonic()
         self._stack = contextlib.ExitStack()
         self._result: Any = None
@@ -128,6 +132,7 @@ class ThreadJob:
 
     def _run(self, work, nice: int) -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)  # this thread only
+        cpu_account.join(self.cpu_group)
         try:
             self._result = work(self._stack)
         except BaseException as err:  # re-raised in the test that reads it

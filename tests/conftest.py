@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import background
+import cpu_account
 import pytest
 
 from autograder import paths
@@ -106,6 +107,10 @@ def pytest_sessionfinish(session):
     background.stop_all()
 
 
+def pytest_unconfigure(config):
+    cpu_account.close()
+
+
 @background.job("class_run", cores=2, rank=0)
 def _start_class_run(folder: Path) -> background.Job:
     from hostile import class_run
@@ -144,17 +149,7 @@ def exchange_term():
     return background.start("exchange_term").wait()
 
 
-_cpu: dict[str, float] = {}  # test id -> CPU seconds of this process and the children it waited for
-
-
-def _cpu_now() -> float:
-    import resource
-
-    own, children = (
-        resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
-    )
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
+_cpu: dict[str, float] = {}  # test id -> its CPU seconds (:mod:`cpu_account`)
 
 _tiers: dict[tuple, list[float]] = {}  # tier -> [first start, last end], seconds into the session
 _began = time.monotonic()
@@ -165,9 +160,9 @@ def pytest_runtest_protocol(item, nextitem):
     """Each test's CPU seconds (setup, call, teardown; with every child process that ended in
     it, background jobs in the test that waited for them): the suite's cost is CPU, not the
     wall time of one machine. And when each tier ran, for the timeline."""
-    began, started = _cpu_now(), time.monotonic() - _began
+    began, started = cpu_account.seconds(), time.monotonic() - _began
     yield
-    _cpu[item.nodeid] = _cpu_now() - began
+    _cpu[item.nodeid] = cpu_account.seconds() - began
     span = _tiers.setdefault(_tier(item)[:1], [started, started])
     span[1] = time.monotonic() - _began
 
@@ -175,15 +170,25 @@ def pytest_runtest_protocol(item, nextitem):
 def pytest_terminal_summary(terminalreporter):
     if not _cpu:
         return
-    total = sum(_cpu.values())
-    terminalreporter.write_sep("=", f"CPU seconds: {total:.0f} in all; the most")
+    jobs = background.started()
+    job_cpu = {n: cpu_account.seconds(j.cpu_group) for n, j in jobs.items() if j.cpu_group}
+    total = sum(_cpu.values()) + sum(job_cpu.values())
+    write = terminalreporter.write_line
+    terminalreporter.write_sep("=", f"CPU seconds ({cpu_account.KIND}): {total:.0f} in all")
     for nodeid, seconds in sorted(_cpu.items(), key=lambda kv: -kv[1])[:15]:
-        terminalreporter.write_line(f"{seconds:7.1f}  {nodeid}")
+        write(f"{seconds:7.1f}  {nodeid}")
+    files: dict[str, float] = {}
+    for nodeid, seconds in _cpu.items():
+        files[nodeid.split("::")[0]] = files.get(nodeid.split("::")[0], 0) + seconds
+    write("by file:")
+    for name, seconds in sorted(files.items(), key=lambda kv: -kv[1])[:12]:
+        write(f"{seconds:7.1f}  {name}")
     names = {(0,): "fast tier", (1,): "slow tier", (2,): "tests reading background jobs"}
     terminalreporter.write_sep("=", "timeline (seconds into the session)")
     for tier, (start, end) in sorted(_tiers.items()):
-        terminalreporter.write_line(f"{start:7.0f} -{end:5.0f}  {names[tier]}")
-    for name, job in background.started().items():
+        write(f"{start:7.0f} -{end:5.0f}  {names[tier]}")
+    for name, job in jobs.items():
         start, seconds = job.started - _began, job.seconds
         end = f"{start + seconds:5.0f}" if seconds is not None else "  ..."
-        terminalreporter.write_line(f"{start:7.0f} -{end}  job {name} ({job.cores} cores)")
+        cpu = f", {job_cpu[name]:.0f} CPU-s" if name in job_cpu else ""
+        write(f"{start:7.0f} -{end}  job {name} ({job.cores} cores{cpu})")
