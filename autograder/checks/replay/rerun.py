@@ -242,23 +242,36 @@ _VALUE_TYPES = ("Scalar", "float", "complex", "number")
 _POSITIONS = frozenset({"aten::arange"})
 
 
+_ARGUMENTS: dict[Any, tuple] = {}  # operator -> ((argument name, holds values), ...)
+
+
+def _arguments(op) -> tuple:
+    """Each argument of ``op`` and whether it holds values (not sizes or flags); read once per
+    operator: the schema's properties were a tenth of a rerun's time."""
+    found = _ARGUMENTS.get(op)
+    if found is None:
+        found = _ARGUMENTS[op] = tuple(
+            (a.name, any(t in str(a.type) for t in _VALUE_TYPES)) for a in op._schema.arguments
+        )
+    return found
+
+
 def _count_literals(op, args: list, kwargs: dict, literals: set) -> None:
     """Refuse literal numbers that could spell out an answer (see the module docstring)."""
-    schema = op._schema.arguments
+    schema = _arguments(op)
     values = list(zip(schema, args, strict=False))
-    values += [(a, kwargs[a.name]) for a in schema if a.name in kwargs]
-    for argument, value in values:
-        kind = str(argument.type)
+    values += [(a, kwargs[a[0]]) for a in schema if a[0] in kwargs]
+    for (_, holds_values), value in values:
         if isinstance(value, list | tuple):
             numbers = [v for v in value if isinstance(v, int | float) and not isinstance(v, bool)]
             if len(numbers) > MAX_LIST:
                 raise ReplayError("your code passed an operator a long list of literal numbers")
-            if any(t in kind for t in _VALUE_TYPES):
+            if holds_values:
                 literals.update(float(v) for v in numbers)
         elif isinstance(value, int | float) and not isinstance(value, bool):
             if isinstance(value, int) and op._schema.name in _POSITIONS:
                 continue  # a block's positions (arange(q0, q0 + b)), judged on new inputs
-            if any(t in kind for t in _VALUE_TYPES):
+            if holds_values:
                 literals.add(float(value) if math.isfinite(value) else repr(value))
     if len(literals) > MAX_LITERALS:
         raise ReplayError(
