@@ -10,9 +10,11 @@ Shape legend: none; this module moves tensors of any shape.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import numbers
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -46,21 +48,22 @@ def read_reply(text: str) -> dict:
         raise UnreadableReply(f"{unreadable}: it is not valid JSON") from None
     if not isinstance(reply, dict):
         raise UnreadableReply(f"{unreadable}: it is not a record")
-    if _deeper_than(reply, MAX_DEPTH):
+    if _depth(text) > MAX_DEPTH:
         raise UnreadableReply(f"{unreadable}: it is nested over {MAX_DEPTH} levels deep")
     return reply
 
 
-def _deeper_than(obj: Any, limit: int) -> bool:
-    """Whether lists and dicts nest in ``obj`` more than ``limit`` levels (without recursion)."""
-    stack = [(obj, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            return True
-        children = item.values() if isinstance(item, dict) else item
-        stack += [(c, depth + 1) for c in children if isinstance(c, dict | list)]
-    return False
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def _depth(text: str) -> int:
+    """How deep lists and objects nest in valid JSON ``text``: its brackets outside strings,
+    counted without recursion (in C but for one step per bracket: walking the parsed value
+    visited every number of every tensor, a twentieth of a verification's time)."""
+    brackets = _NOT_BRACKETS.sub("", _STRINGS.sub("", text))
+    return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
 
 def encode_value(value: Any) -> Any:
