@@ -1,6 +1,7 @@
 """Reading notebook files, with one-line errors a learner can act on."""
 
 import json
+import time
 from pathlib import Path
 
 import nbformat
@@ -31,6 +32,25 @@ def identify(path: Path, known_ids: list[str] | None = None) -> str:
     return max(matches, key=len)
 
 
+SAVE_SETTLES_S = 1.0  # how long a notebook that reads as empty or cut off is read again
+
+
+def _settled_bytes(path: Path) -> bytes:
+    """The file's bytes, read again for a moment while they are empty or not JSON: JupyterLab
+    saves (and autosaves every few seconds) by truncating the file and writing it anew, so a
+    read in between sees an empty or cut-off notebook that is whole a few milliseconds later."""
+    deadline = time.monotonic() + SAVE_SETTLES_S
+    while True:
+        raw = path.read_bytes()
+        try:
+            json.loads(raw)
+            return raw
+        except ValueError:
+            if time.monotonic() > deadline:
+                return raw
+            time.sleep(0.1)
+
+
 def read_notebook(path: Path) -> nbformat.NotebookNode:
     """Load and validate a notebook file, or raise :class:`NotebookError` explaining the problem."""
     if not path.exists():
@@ -39,7 +59,7 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
         raise NotebookError(f"{path} is a folder: give the path of the .ipynb file inside it")
     if path.suffix != ".ipynb":
         raise NotebookError(f"{path} is not a notebook: expected a .ipynb file")
-    raw = path.read_bytes()
+    raw = _settled_bytes(path)
     if not raw.strip():
         raise NotebookError(
             f"{path} is empty: restore it from course/ or from a JupyterLab checkpoint"

@@ -179,3 +179,17 @@ def test_solution_scores_full_marks(first_notebook):
     result = autograder("check", str(paths.solution_notebook(first_notebook)))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "All automatic tests pass" in result.stdout
+
+
+def test_a_notebook_caught_mid_save_is_read_whole(tmp_path, first_notebook):
+    """JupyterLab saves (and autosaves) by truncating the file and writing it anew: a ``check``
+    that reads in between finds it empty, then whole a moment later, and must grade it whole."""
+    import threading
+
+    from autograder.notebook_files import read_notebook
+
+    good = paths.release_notebook(first_notebook).read_text()
+    path = tmp_path / f"{first_notebook}.ipynb"
+    path.write_text("")
+    threading.Timer(0.3, path.write_text, [good]).start()
+    assert read_notebook(path).cells

@@ -56,6 +56,7 @@ import pytest
 from notebook_runs import problems_in
 
 from autograder import lab_launcher, nbcell, paths
+from autograder.notebook_files import read_notebook
 
 pytestmark = pytest.mark.slow
 
@@ -271,7 +272,7 @@ def _score_on_top(page) -> None:
 
 def _write_softmax(notebook: Path) -> None:
     """The learner has written ``softmax`` (the model answer), not yet the attention function."""
-    nb = nbformat.read(notebook, as_version=4)
+    nb = read_notebook(notebook)  # as check reads it: JupyterLab may be autosaving it
     solution = nbformat.read(paths.solution_notebook(FIRST), as_version=4)
     answer, mine = (
         next(c for c in n.cells if nbcell.grade_id(c) == "softmax") for n in (solution, nb)
@@ -582,7 +583,9 @@ def test_run_all_runs_every_untouched_release_to_the_end(lab):
                 counts,
             )
             _save_what_the_page_shows(page)
-            saved = nbformat.read(work / notebook_id / f"{notebook_id}.ipynb", as_version=4)
+            saved = read_notebook(
+                work / notebook_id / f"{notebook_id}.ipynb"
+            )  # autosave may write it
             problems[notebook_id] = problems_in(saved)
             widgets = page.evaluate(_WIDGET_OUTPUTS)
             problems[notebook_id] += [
