@@ -15,6 +15,7 @@ What each setting guards against is measured in ``shared/notes/nbgrader.md``:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import (
@@ -28,10 +29,12 @@ from nbgrader.preprocessors import (
 from traitlets.config import Config
 
 from autograder import paths
-from autograder.classroom.execute import GradingExecute, RunRecords
 from autograder.classroom.isolation import Limits
 from autograder.classroom.launch import sandbox_settings
 from autograder.feedback import ClassroomFeedback, HideHiddenTests, Sanitize, validation_hooks
+
+if TYPE_CHECKING:
+    from autograder.classroom.execute import RunRecords
 
 COURSE_ID = "mha-course"
 CELL_TIMEOUT_S = 60
@@ -102,6 +105,10 @@ def grading_config(
 ) -> Config:
     """How ``check`` and ``grade`` autograde: in the sandbox, under :class:`GradingExecute`
     (each notebook's run recorded in ``records``), with a class's feedback."""
+    # here, not at the top: it imports torch (about a second), which every nbgrader command
+    # run with the course's nbgrader_config.py and every grade run's parent process did not need
+    from autograder.classroom.execute import GradingExecute
+
     c = Config()
     c.Autograde.autograde_preprocessors = [
         GradingExecute,
