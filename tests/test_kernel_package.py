@@ -39,6 +39,7 @@ def _run(tree: Path, code: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("module", kernel_package.all_check_modules())
 def test_every_declared_answer_exists(module):
     declared = importlib.import_module(f"autograder.checks.{module}").ANSWERS_IN_TOOLS
+    assert kernel_package.declared_answers(module) == declared  # grade reads it from the source
     for key in declared:
         if "/" in key:
             assert (paths.REPO_ROOT / key).is_file(), key

@@ -37,12 +37,9 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Instance, Integer
 
 from autograder import nbcell
-from autograder.checks.replay.cells import verify_cell
-from autograder.checks.replay.remote import MAX_REPLY_BYTES
 from autograder.classroom.hangs import Hangs
 from autograder.classroom.kernels import SandboxKernelManager
 from autograder.classroom.sockets import let_kernel_connect
-from autograder.kernel import server
 
 ACCEPT_TIMEOUT_S = 20  # for the kernel to connect to the grader's socket
 INTERRUPT_GRACE_S = 10  # for a kernel to stop after an interrupt
@@ -306,6 +303,8 @@ class GradingExecute(Execute):
         interrupted, as a cell would be, and the cell refuted; a kernel that dies, or ignores the
         interrupt, ends the notebook.
         """
+        from autograder.checks.replay.cells import verify_cell  # torch: only where it verifies
+
         began = time.monotonic()
         self._late = False
         runtime = Path(self.km.connection_file).parent  # the grader's alone (sockets.py)
@@ -331,6 +330,9 @@ class GradingExecute(Execute):
 
     def _ask(self, conn, request: bytes, index: int) -> str | None:
         """One request to the kernel's server; its reply, or None (too late, or the kernel died)."""
+        from autograder.checks.replay.remote import MAX_REPLY_BYTES
+        from autograder.kernel import server
+
         if conn is None or self._stop is not None or self._late:
             return None
         self._timing["requests"] += 1

@@ -4,6 +4,9 @@ Each worker is a process group of its own. A job that runs past its hard limit g
 group killed (the worker, its forkserver, every kernel: bwrap's ``--die-with-parent`` takes the
 sandboxes down with it) and an error result; a worker that crashes is replaced and its job tried
 once more. Jobs are handed out one at a time, so a slow notebook never holds up the others.
+
+The run's settings (:class:`RunConfig`) are written once, as JSON, and every worker reads them.
+This module is the parent's side: it imports no grading machinery (no nbgrader, no torch).
 """
 
 from __future__ import annotations
@@ -21,6 +24,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 START_TIMEOUT_S = 300
+
+
+@dataclass
+class RunConfig:
+    """What the parent tells every worker (written once per run as JSON)."""
+
+    out: str
+    scratch: str
+    template: str
+    isolation: dict
+    limits: dict
+    warm: bool = True
+    verify: bool = True
+    font_cache: str | None = None
+    modules: list[str] = field(default_factory=list)
+    packages: dict[str, str] = field(default_factory=dict)  # assignment -> kernel package
+
+    @classmethod
+    def load(cls, path: Path) -> RunConfig:
+        return cls(**json.loads(Path(path).read_text()))
 
 
 class PoolError(RuntimeError):

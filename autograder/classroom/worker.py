@@ -19,7 +19,6 @@ import shutil
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -36,6 +35,7 @@ from autograder.classroom.kernels import (
     ZygoteServer,
 )
 from autograder.classroom.launch import prepare_runtime, write_kernelspec
+from autograder.classroom.pool import RunConfig
 from autograder.classroom.scan import scan_notebook, withheld_tests
 from autograder.classroom.structure import SubmissionError, prepare
 from autograder.feedback import sanitize
@@ -45,26 +45,6 @@ from autograder.results import CellResult, NotebookResult, read_notebook
 
 RESULT_VERSION = 1
 EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")  # kept beside each graded notebook
-
-
-@dataclass
-class RunConfig:
-    """What the parent tells every worker (written once per run as JSON)."""
-
-    out: str
-    scratch: str
-    template: str
-    isolation: dict
-    limits: dict
-    warm: bool = True
-    verify: bool = True
-    font_cache: str | None = None
-    modules: list[str] = field(default_factory=list)
-    packages: dict[str, str] = field(default_factory=dict)  # assignment -> kernel package
-
-    @classmethod
-    def load(cls, path: Path) -> RunConfig:
-        return cls(**json.loads(Path(path).read_text()))
 
 
 class GradingFailed(Exception):
