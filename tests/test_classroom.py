@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import deque
 from pathlib import Path
 
 import nbformat
@@ -30,6 +31,7 @@ from autograder.classroom.gradebook import (
 from autograder.classroom.identical import flag_identical
 from autograder.classroom.isolation import Isolation, Limits, bwrap_argv, describe, kernel_env
 from autograder.classroom.launch import launch_argv
+from autograder.classroom.pool import next_job
 from autograder.classroom.scan import (
     dynamic_features,
     scan_notebook,
@@ -454,6 +456,35 @@ def test_feedback_drops_outputs_and_redacts_hidden_tests():
     assert own.outputs == [] and len(test.outputs) == 1
     assert test.outputs[0].evalue.startswith("leak [hidden test]")
     assert len(test.outputs[0].evalue) <= 300
+
+
+# ----------------------------------------------------------------------------- the pool
+
+
+def test_a_worker_keeps_to_its_assignment_and_takes_the_largest_free_one():
+    """Each switch of assignment restarts a worker's forkserver in a fresh sandbox: two workers
+    over three assignments switch twice in all, not at every assignment boundary."""
+    jobs = [
+        {"id": f"{a}{i}", "assignment": a}
+        for a, n in (("01", 3), ("02", 4), ("03", 1))
+        for i in range(n)
+    ]
+    pending = deque(jobs)
+    assert next_job(pending, "02", {"01"})["id"] == "020"  # its own, before the queue's head
+    assert next_job(pending, "01", {"02"})["id"] == "010"
+    assert next_job(pending, "04", {"01", "02"})["id"] == "030"  # the one no other worker holds
+    assert next_job(pending, "03", {"01", "02"})["id"] == "021"  # the largest left, though held
+    workers, order = {"a": "01", "b": "02"}, []
+    while pending:
+        for name in workers:
+            if pending:
+                job = next_job(pending, workers[name], {v for k, v in workers.items() if k != name})
+                workers[name] = job["assignment"]
+                order.append((name, job["id"]))
+    assert [i for _, i in order] == ["011", "022", "012", "023"]
+    assert sorted(j["id"] for j in jobs) == sorted(
+        ["020", "010", "030", "021", *(i for _, i in order)]
+    )
 
 
 # ----------------------------------------------------------------------------- files, layout

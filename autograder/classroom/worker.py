@@ -1,4 +1,4 @@
-"""A grading worker: ``python -m autograder.classroom.worker CONFIG INDEX``.
+"""A grading worker: ``python -m autograder.classroom.worker CONFIG INDEX [ASSIGNMENT]``.
 
 It owns a private nbgrader course (copied from the run's template: sources, releases, a
 gradebook holding only the assignments), a runtime folder for kernel sockets and, in warm mode,
@@ -110,7 +110,7 @@ def notebook_summary(name: str, result: NotebookResult, run: dict) -> dict:
 
 
 class Worker:
-    def __init__(self, cfg: RunConfig, index: int):
+    def __init__(self, cfg: RunConfig, index: int, home: str = ""):
         self.cfg, self.index = cfg, index
         self.iso = Isolation.from_json(cfg.isolation)
         self.limits = Limits(**cfg.limits)
@@ -119,7 +119,8 @@ class Worker:
         shutil.rmtree(self.root, ignore_errors=True)
         self.root.mkdir(parents=True)
         self.uid = kernel_uid(self.iso, index) if self.iso.switches_uid else None
-        self.assignment = min(cfg.packages, default=None)  # jobs come sorted by assignment
+        # the assignment the pool gives this worker first (``pool.next_job``), else the first
+        self.assignment = home if home in cfg.packages else min(cfg.packages, default=None)
         if self.assignment is not None:
             self.limits = dataclasses.replace(self.limits, package=cfg.packages[self.assignment])
         self.runtime = prepare_runtime(self.root / "k")
@@ -374,6 +375,7 @@ class Worker:
 def main() -> None:
     cfg = RunConfig.load(Path(sys.argv[1]))
     index = int(sys.argv[2])
+    home = sys.argv[3] if len(sys.argv) > 3 else ""
     requests = os.fdopen(os.dup(0), "r")
     replies = os.fdopen(os.dup(1), "w")
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -381,7 +383,7 @@ def main() -> None:
     os.dup2(2, 1)  # whatever prints goes to the worker's log, not into the protocol
     try:
         with kernel_stderr_silenced():
-            worker = Worker(cfg, index)
+            worker = Worker(cfg, index, home)
     except Exception as err:
         traceback.print_exc()
         replies.write(json.dumps({"ready": False, "error": f"{type(err).__name__}: {err}"}) + "\n")
