@@ -138,6 +138,7 @@ LAYERS = {
     "autograder.saved_grades": 3,
     "autograder.grading": 3,
     "autograder.classroom.worker": 3,
+    "autograder.classroom.run_config": 3,
     "autograder.classroom.gradebook": 3,
     "autograder.classroom.identical": 3,
     # 4. the commands

@@ -405,7 +405,8 @@ def _font_cache_in_background(folder: Path):
 def _run_pool(todo, folder, scratch, template, fonts, iso, limits, options, jobs_n, summary):
     from autograder.classroom import kernel_package
     from autograder.classroom.kernels import warm_modules
-    from autograder.classroom.pool import Pool, RunConfig
+    from autograder.classroom.pool import Pool
+    from autograder.classroom.run_config import RunConfig
 
     modules, packages = [], {}
     for assignment in sorted({j.assignment for j in todo}):

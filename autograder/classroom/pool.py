@@ -7,7 +7,6 @@ once more. Jobs are handed out one at a time, so a slow notebook never holds up 
 worker keeps to one assignment while it has jobs (:func:`next_job`): each switch restarts its
 forkserver in a fresh sandbox, about two seconds of CPU.
 
-The run's settings (:class:`RunConfig`) are written once, as JSON, and every worker reads them.
 This module is the parent's side: it imports no grading machinery (no nbgrader, no torch).
 """
 
@@ -26,26 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 START_TIMEOUT_S = 300
-
-
-@dataclass
-class RunConfig:
-    """What the parent tells every worker (written once per run as JSON)."""
-
-    out: str
-    scratch: str
-    template: str
-    isolation: dict
-    limits: dict
-    warm: bool = True
-    verify: bool = True
-    font_cache: str | None = None
-    modules: list[str] = field(default_factory=list)
-    packages: dict[str, str] = field(default_factory=dict)  # assignment -> kernel package
-
-    @classmethod
-    def load(cls, path: Path) -> RunConfig:
-        return cls(**json.loads(Path(path).read_text()))
 
 
 class PoolError(RuntimeError):

@@ -35,7 +35,7 @@ from autograder.classroom.kernels import (
     ZygoteServer,
 )
 from autograder.classroom.launch import prepare_runtime, write_kernelspec
-from autograder.classroom.pool import RunConfig
+from autograder.classroom.run_config import RunConfig
 from autograder.classroom.scan import scan_notebook, withheld_tests
 from autograder.classroom.structure import SubmissionError, prepare
 from autograder.feedback import sanitize
