@@ -22,8 +22,9 @@ a temporary folder. Then, as a learner would:
 - a crashing exercise shows the check's diagnosis first and then only the learner's own lines;
   Validate shows the score above the cells' boxes; ``check``, typed in a terminal, ends with
   its one-line summary;
-- every release notebook, untouched, runs to the end with Run All: every code cell gets an
-  execution count (a cell's error stops Run All unless the cell is tagged ``raises-exception``);
+- every release notebook, untouched, opened in one page (File › Open from Path, two at a time),
+  runs to the end with Run All: every code cell gets an execution count (a cell's error stops
+  Run All unless the cell is tagged ``raises-exception``);
   saved and read back, no output shows a frame of the course's own code (``autograder/``), and an
   example that needs an unwritten exercise, or a name such a cell left undefined, says so in one
   line; no widget's output shows a traceback (this is the releases' one run in the suite);
@@ -183,9 +184,11 @@ def lab(tmp_path_factory):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     with course_lab(work, scratch) as (base, token, log), sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
+        # one context: its pages share the HTTP cache (JupyterLab's scripts load once)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
 
         def new_page(path: str):
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page = context.new_page()
             page.set_default_timeout(60_000)
             page.goto(f"{base}{path}{'&' if '?' in path else '?'}token={token}")
             return page
@@ -200,14 +203,17 @@ def _shot(page, name: str) -> None:
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
 
 
-_COUNTS = """() => {
-  const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];
-  return prompts.map(p => p.textContent.trim());
+# The execution prompts of the code cells under ``root`` (a notebook's panel, or the page).
+_COUNTS = """(root = 'body') => {
+  const cells = document.querySelector(root).querySelectorAll('.jp-CodeCell .jp-InputPrompt');
+  return [...cells].map(p => p.textContent.trim());
 }"""
 
 
-def _open_notebook(page) -> None:
-    page.wait_for_selector(".jp-Notebook .jp-CodeCell")
+def _open_notebook(page, panel: str = "") -> None:
+    """Until the notebook in front (``panel``: its panel's selector) shows its cells and its
+    kernel is ready."""
+    page.wait_for_selector(f"{panel} .jp-Notebook .jp-CodeCell".strip())
     page.wait_for_selector("text=/Python 3 \\(ipykernel\\) \\| Idle/")  # kernel ready
 
 
@@ -222,17 +228,19 @@ def _start_run_all(page) -> None:
     page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
 
 
-def _wait_run_all(page, timeout_ms: int) -> None:
+def _wait_run_all(page, timeout_ms: int, root: str = "body") -> None:
+    """Until every code cell under ``root`` (one notebook's panel, by default the page) ran."""
     try:
         page.wait_for_function(
-            f"() => {{ const ps = ({_COUNTS})(); return ps.length > 0 && "
+            f"(root) => {{ const ps = ({_COUNTS})(root); return ps.length > 0 && "
             "ps.every(t => /\\[\\d+\\]/.test(t)); }",
+            arg=root,
             timeout=timeout_ms,
-            polling=500,  # a timer, not animation frames: a page need not be in front
+            polling=500,  # a timer, not animation frames: a page (or tab) need not be in front
         )
     except Exception:
         _shot(page, "run-all-stopped")
-        pytest.fail(f"Run All did not run every cell: prompts {page.evaluate(_COUNTS)}")
+        pytest.fail(f"Run All did not run every cell: prompts {page.evaluate(_COUNTS, root)}")
 
 
 def _cell(page, code: str):
@@ -561,23 +569,29 @@ def test_save_check_read_loop(lab):
 
 def test_run_all_runs_every_untouched_release_to_the_end(lab):
     """Run › Run All Cells on each release notebook as ``make lab`` copied it: no cell stops the
-    run (every code cell gets an execution count), then the notebook's kernel is shut down. Two
-    notebooks run at a time, one per core, each in a page of its own."""
+    run (every code cell gets an execution count), then the notebook's kernel is shut down and its
+    tab closed. One page, as a learner works: the first notebook opened by its address, the others
+    with File › Open from Path; two run at a time (one per core), each in a tab of its own."""
     new_page, work, _ = lab
     ids = paths.notebook_ids()
+    for notebook_id in ids:
+        shutil.copy(
+            paths.release_notebook(notebook_id), work / notebook_id / f"{notebook_id}.ipynb"
+        )
+    page = new_page(f"/lab/tree/{ids[0]}/{ids[0]}.ipynb?reset")  # untouched
     problems: dict[str, list[str]] = {}
     for pair in (ids[i : i + 2] for i in range(0, len(ids), 2)):
-        pages = {}
+        panels = {}
         for notebook_id in pair:
-            notebook = work / notebook_id / f"{notebook_id}.ipynb"
-            shutil.copy(paths.release_notebook(notebook_id), notebook)  # untouched
-            page = new_page(f"/lab/tree/{notebook_id}/{notebook_id}.ipynb?reset")
-            _open_notebook(page)
+            if notebook_id != ids[0]:
+                _open_from_path(page, f"{notebook_id}/{notebook_id}.ipynb")
+            panels[notebook_id] = _current_panel(page)
+            _open_notebook(page, panels[notebook_id])
             _start_run_all(page)
-            pages[notebook_id] = page
-        for notebook_id, page in pages.items():
-            _wait_run_all(page, timeout_ms=240_000)
-            counts = page.evaluate(_COUNTS)
+        for notebook_id, panel in panels.items():
+            page.click(f"li.lm-TabBar-tab[data-id='{panel[1:]}']")  # its tab, in front
+            _wait_run_all(page, timeout_ms=240_000, root=panel)
+            counts = page.evaluate(_COUNTS, panel)
             assert counts and all(re.fullmatch(r"\[\d+\]:?", c) for c in counts), (
                 notebook_id,
                 counts,
@@ -587,7 +601,7 @@ def test_run_all_runs_every_untouched_release_to_the_end(lab):
                 work / notebook_id / f"{notebook_id}.ipynb"
             )  # autosave may write it
             problems[notebook_id] = problems_in(saved)
-            widgets = page.evaluate(_WIDGET_OUTPUTS)
+            widgets = page.evaluate(_WIDGET_OUTPUTS, panel)
             problems[notebook_id] += [
                 f"a widget shows: {text[-300:]}"
                 for text in widgets
@@ -597,9 +611,41 @@ def test_run_all_runs_every_untouched_release_to_the_end(lab):
             page.click(".lm-Menu-itemLabel:text-is('Shut Down Kernel')")
             with contextlib.suppress(Exception):  # JupyterLab may ask to confirm
                 page.click(".jp-Dialog-button.jp-mod-accept", timeout=3_000)
-            page.wait_for_selector(".jp-Toolbar-kernelName:has-text('No Kernel')", timeout=30_000)
-            page.close()
+            page.wait_for_selector(
+                f"{panel} .jp-Toolbar-kernelName:has-text('No Kernel')", timeout=30_000
+            )
+            _close_tab(page, panel)
+    page.close()
     assert not any(problems.values()), {k: v for k, v in problems.items() if v}
+
+
+def _open_from_path(page, path: str) -> None:
+    """File › Open from Path…, as a learner opens another notebook in the same page."""
+    page.click("li.lm-MenuBar-item:has-text('File')")
+    page.click(".lm-Menu-itemLabel:text-is('Open from Path…')")
+    page.locator(".jp-Dialog input").fill(path)
+    page.click(".jp-Dialog-button.jp-mod-accept")
+    name = path.rsplit("/", 1)[-1]
+    page.wait_for_selector(f"li.lm-TabBar-tab.jp-mod-current:has-text('{name}')")
+
+
+def _close_tab(page, panel: str) -> None:
+    """File › Close Tab on the notebook in front. It was saved and read already: a change made
+    after that (a widget drawn late, the kernel's shutdown) is discarded if JupyterLab asks."""
+    page.click("li.lm-MenuBar-item:has-text('File')")
+    page.click(".lm-Menu-itemLabel:text-is('Close Tab')")
+    page.wait_for_function(  # closed, or asking
+        "(panel) => !document.querySelector(panel) || !!document.querySelector('.jp-Dialog')",
+        arg=panel,
+    )
+    if page.locator(".jp-Dialog:has-text('Save your work')").count():
+        page.click(".jp-Dialog-button:has-text('Discard')")
+    page.wait_for_selector(panel, state="detached")
+
+
+def _current_panel(page) -> str:
+    """A CSS selector of the notebook in front: its panel's id, which its tab names."""
+    return "#" + page.get_attribute("li.lm-TabBar-tab.jp-mod-current[data-id^='id-']", "data-id")
 
 
 def _save_what_the_page_shows(page) -> None:
@@ -614,7 +660,8 @@ def _save_what_the_page_shows(page) -> None:
 
 
 # The text each ipywidgets Output widget shows (its outputs are not saved in the file).
-_WIDGET_OUTPUTS = """() => [...document.querySelectorAll('.widget-output')].map(w => w.innerText)"""
+_WIDGET_OUTPUTS = """(root) => [...document.querySelector(root).querySelectorAll('.widget-output')]
+  .map(w => w.innerText)"""
 
 # Each diagnosis box of nbgrader's Validate dialog: its white-space and whether it is cut.
 _DIAGNOSIS_BOXES = """() => [...document.querySelectorAll('#validation-message pre')].map(p => ({
