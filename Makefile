@@ -29,7 +29,10 @@ ifdef CI
 	  (apt-get update -qq && apt-get install -y -qq chromium bubblewrap >/dev/null)
 endif
 
-test: $(STAMP) system-packages
+# The two set-up steps side by side: pip (the venv) and, in CI, apt (the browser) each mostly wait
+# on downloads and disks, and use one core at most.
+test:
+	$(MAKE) --no-print-directory -j2 $(STAMP) system-packages
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest
 
 # For contributors: everything but the tests marked slow (nbgrader runs, notebook executions, the

@@ -7,10 +7,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import deque
 from pathlib import Path
 
+import background
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
@@ -42,7 +44,7 @@ from autograder.classroom.structure import SubmissionError, prepare, restore_str
 from autograder.classroom.worker import verdict
 from autograder.classroom.zygote import _empty
 from autograder.feedback import ClassroomFeedback
-from conftest import REPO, autograder, run
+from conftest import REPO, autograder, autograder_job, run
 
 NB = "01_attention_from_scratch"
 
@@ -740,16 +742,20 @@ def _graded_part(path: Path) -> dict:
     return {k: v for k, v in read_json(path).items() if k != "flags"}
 
 
-@pytest.mark.slow
-def test_interrupted_run_resumes_without_regrading(tmp_path, notebook_01):
-    students = {
-        "a_correct": "correct",
-        "b_stub": "stub",
-        "c_corrupt": "corrupt",
-        "d_correct": "correct",
-        "f_correct": "correct",
-    }
-    subs = _class(tmp_path, students)
+RESUMED = {
+    "a_correct": "correct",
+    "b_stub": "stub",
+    "c_corrupt": "corrupt",
+    "d_correct": "correct",
+    "f_correct": "correct",
+}
+
+
+def _interrupt_and_resume(stack) -> dict:
+    """A ``grade`` run interrupted (Ctrl+C) after two results, then run again: what each left.
+    A background job (a thread: it waits on the first run, then starts the second)."""
+    tmp_path = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mha-resume-")))
+    subs = _class(tmp_path, RESUMED)
     out = tmp_path / "out"
     command = [
         sys.executable,
@@ -785,38 +791,80 @@ def test_interrupted_run_resumes_without_regrading(tmp_path, notebook_01):
     first.send_signal(signal.SIGINT)
     stdout, stderr = first.communicate(timeout=120)
     done_before = {p.name: _graded_part(p) for p in results.glob("*.json")}
-    assert first.returncode == 130 and "interrupted" in stderr, stdout + stderr
-    assert 2 <= len(done_before) < len(students)
     second = run(command)
+    after = {p.name: _graded_part(p) for p in results.glob("*.json")}
+    with open_gradebook(out / "gradebook.db") as gb:
+        scores = {s.student.id: s.score for s in gb.find_assignment(NB).submissions}
+    return {
+        "first": (first.returncode, stdout, stderr),
+        "done_before": done_before,
+        "second": second,
+        "after": after,
+        "a_correct": read_json(results / "a_correct.json"),
+        "scores": scores,
+    }
+
+
+if NB in paths.notebook_ids():
+    background.job("resumed", cores=1, rank=15)(
+        lambda folder: background.ThreadJob(_interrupt_and_resume, folder)
+    )
+
+
+@pytest.fixture(scope="module")
+def resumed(notebook_01):
+    return background.start("resumed").wait()
+
+
+@pytest.mark.slow
+def test_interrupted_run_resumes_without_regrading(resumed):
+    students = RESUMED
+    returncode, stdout, stderr = resumed["first"]
+    done_before, second, after = resumed["done_before"], resumed["second"], resumed["after"]
+    assert returncode == 130 and "interrupted" in stderr, stdout + stderr
+    assert 2 <= len(done_before) < len(students)
     assert second.returncode == 2, second.stdout + second.stderr  # the corrupt one
     assert f"{len(done_before)} unchanged since the last run" in second.stdout, second.stdout
-    after = {p.name: _graded_part(p) for p in results.glob("*.json")}
     assert {k: after[k] for k in done_before} == done_before
-    assert read_json(results / "a_correct.json")["flags"] == [
+    assert resumed["a_correct"]["flags"] == [
         "identical to the submissions of d_correct, f_correct (the same notebook bytes)"
     ]
     assert sorted(after) == sorted(f"{s}.json" for s in students)
-    with open_gradebook(out / "gradebook.db") as gb:
-        scores = {s.student.id: s.score for s in gb.find_assignment(NB).submissions}
+    scores = resumed["scores"]
     expected = {s: 10.0 if kind == "correct" else 0.0 for s, kind in students.items()}
     del expected["c_corrupt"]
     assert scores == expected
 
 
-@pytest.mark.slow
-def test_cold_kernels_grade_the_same_and_kernel_deaths_are_explained(tmp_path, notebook_01):
+def _start_cold_kernels(folder: Path) -> background.Job:
     """Correct answers (set-up, answer and test cells only), then ``os._exit(3)`` after the
-    tests: full marks, verified outside the kernel, and the kernel's death explained."""
+    tests, graded with ``--cold``: a background job, read by the test below."""
     from hostile import filled, minimal, notebooks
 
-    solution, release = notebooks(tmp_path)
+    solution, release = notebooks(folder)
     nb = minimal(filled(release, solution))
     nb.cells.append(new_code_cell("import os\nos._exit(3)"))
     nb.cells.append(new_code_cell("print('never')"))
-    (tmp_path / "subs" / "exits" / NB).mkdir(parents=True)
-    nbformat.write(nb, tmp_path / "subs" / "exits" / NB / f"{NB}.ipynb")
-    out = tmp_path / "out"
-    done = autograder("grade", str(tmp_path / "subs"), "--out", str(out), "--cold", "--jobs", "1")
+    (folder / "subs" / "exits" / NB).mkdir(parents=True)
+    nbformat.write(nb, folder / "subs" / "exits" / NB / f"{NB}.ipynb")
+    subs, out = str(folder / "subs"), str(folder / "out")
+    return autograder_job(folder, "grade", subs, "--out", out, "--cold", "--jobs", "1")
+
+
+if NB in paths.notebook_ids():
+    background.job("cold_kernels", cores=1, rank=14)(_start_cold_kernels)
+
+
+@pytest.fixture(scope="module")
+def cold_kernels(notebook_01):
+    return background.start("cold_kernels")
+
+
+@pytest.mark.slow
+def test_cold_kernels_grade_the_same_and_kernel_deaths_are_explained(cold_kernels):
+    """Correct answers (set-up, answer and test cells only), then ``os._exit(3)`` after the
+    tests: full marks, verified outside the kernel, and the kernel's death explained."""
+    done, out = cold_kernels.wait(), cold_kernels.folder / "out"
     assert done.returncode == 0, done.stdout + done.stderr
     assert "a fresh kernel each" in done.stdout
     result = json.loads((out / "results" / NB / "exits.json").read_text())

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
+import background
 import nbformat
 import pytest
 from hostile import FULL, SDPA, filled, minimal, notebooks, set_answer
 
 from autograder import nbcell, paths
-from conftest import autograder
+from conftest import autograder_job
 
 pytestmark = pytest.mark.slow
 NB = "01_attention_from_scratch"
@@ -27,11 +29,8 @@ def _copy(nb):
     return nbformat.from_dict(json.loads(json.dumps(nb)))
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    if NB not in paths.notebook_ids():
-        pytest.skip(f"{NB} is not in solutions/")
-    root = tmp_path_factory.mktemp("containment")
+def _start_containment(root: Path) -> background.Job:
+    """Write the class (see the module docstring) and start its ``grade``: a background job."""
     subs, out = root / "subs", root / "out"
     solution, release = notebooks(root)
     correct = minimal(filled(release, solution))
@@ -61,15 +60,27 @@ def graded(tmp_path_factory):
     (subs / "bob").symlink_to("alice")
     (subs / "dave" / NB).mkdir(parents=True)
     (subs / "dave" / NB / f"{NB}.ipynb").symlink_to(subs / "alice" / NB / f"{NB}.ipynb")
-    done = autograder("grade", str(subs), "--out", str(out), "--jobs", "2")
+    return autograder_job(root, "grade", str(subs), "--out", str(out), "--jobs", "2")
+
+
+if NB in paths.notebook_ids():
+    background.job("containment", cores=2, rank=13)(_start_containment)
+
+
+@pytest.fixture(scope="module")
+def containment():
+    if NB not in paths.notebook_ids():
+        pytest.skip(f"{NB} is not in solutions/")
+    job = background.start("containment")
+    done, out = job.wait(), job.folder / "out"
     results = {p.stem: json.loads(p.read_text()) for p in (out / "results" / NB).glob("*.json")}
     with open(out / "grades.csv", newline="") as f:
         rows = {r["student_id"]: r for r in csv.DictReader(f)}
     return done, results, rows, out
 
 
-def test_links_are_errors_naming_the_link_and_the_others_are_graded(graded):
-    done, results, _, _ = graded
+def test_links_are_errors_naming_the_link_and_the_others_are_graded(containment):
+    done, results, _, _ = containment
     assert done.returncode == 2, done.stdout + done.stderr  # the two links
     assert results["bob"]["status"] == "error" and results["dave"]["status"] == "error"
     assert results["bob"]["error"].startswith("bob is a symbolic link (to alice)")
@@ -78,15 +89,15 @@ def test_links_are_errors_naming_the_link_and_the_others_are_graded(graded):
     assert "COULD NOT BE GRADED (2)" in done.stdout
 
 
-def test_grades_csv_runs_no_formula(graded):
-    _, results, rows, _ = graded
+def test_grades_csv_runs_no_formula(containment):
+    _, results, rows, _ = containment
     assert "'" + FORMULA in rows and FORMULA not in rows
     assert rows["'" + FORMULA]["score"] == "0" and rows["alice"]["score"] == "10"
     assert not any(v.startswith(("=", "+", "-", "@")) for r in rows.values() for v in r.values())
 
 
-def test_identical_work_is_flagged_for_a_person_grades_unchanged(graded):
-    done, results, _, _ = graded
+def test_identical_work_is_flagged_for_a_person_grades_unchanged(containment):
+    done, results, _, _ = containment
     flags = {s: [f for f in r["flags"] if f.startswith("identical")] for s, r in results.items()}
     assert flags["alice"] == [  # gina added a cell of her own: the answers are alice's
         "identical to the submissions of carol, gina (the same answers, whitespace aside)"
@@ -100,16 +111,16 @@ def test_identical_work_is_flagged_for_a_person_grades_unchanged(graded):
     assert f"{NB}: alice, carol, gina (the same answers, whitespace aside)" in done.stdout
 
 
-def test_an_error_flood_is_capped_and_still_graded(graded):
-    _, results, _, out = graded
+def test_an_error_flood_is_capped_and_still_graded(containment):
+    _, results, _, out = containment
     graded_nb = out / "autograded" / "gina" / NB / f"{NB}.ipynb"
     assert graded_nb.stat().st_size < 3 * 1024**2, graded_nb.stat().st_size
     assert results["gina"]["score"] == FULL
     assert any("cut at the cap" in n for n in results["gina"]["notes"]), results["gina"]["notes"]
 
 
-def test_tests_using_dynamic_answer_code_are_withheld_for_a_person(graded):
-    _, results, _, out = graded
+def test_tests_using_dynamic_answer_code_are_withheld_for_a_person(containment):
+    _, results, _, out = containment
     cells = {c["grade_id"]: c for nb in results["frank"]["notebooks"] for c in nb["cells"]}
     withheld = {g for g, c in cells.items() if c["check"] == "withheld"}
     assert withheld == {g for g in cells if SDPA in g}, cells
