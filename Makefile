@@ -29,10 +29,7 @@ ifdef CI
 	  (apt-get update -qq && apt-get install -y -qq chromium bubblewrap >/dev/null)
 endif
 
-# The two set-up steps side by side: pip (the venv) and, in CI, apt (the browser) each mostly wait
-# on downloads and disks, and use one core at most.
-test:
-	$(MAKE) --no-print-directory -j2 $(STAMP) system-packages
+test: $(STAMP) system-packages
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest
 
 # For contributors: everything but the tests marked slow (nbgrader runs, notebook executions, the
