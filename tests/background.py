@@ -4,9 +4,8 @@ The suite's cost is CPU, and the machine has two cores: the tests in this proces
 so each long command whose tests are collected is queued when collection ends
 (``conftest.pytest_collection_finish``) and a scheduler thread starts them, longest first, as
 cores free up: at any time the running jobs ask for at most :data:`CAPACITY` cores (a job that
-asks for more runs alone), and a job that does not fit yet lets the next one that fits go
-first. The tests that read a job run last (``conftest._tier``), so by then it has usually ended;
-a fixture that needs a job not yet started starts it at once.
+asks for more runs alone). The tests that read a job run last (``conftest._tier``), so by then
+it has usually ended; a fixture that needs a job not yet started starts it at once.
 
 A job is registered with :func:`job`: a function that gets an empty folder and returns its
 :class:`Job`, the cores it keeps busy, and its rank (lower starts first). ``grade`` runs may
@@ -30,11 +29,7 @@ from typing import Any
 
 import cpu_account
 
-# Cores the background jobs may ask for together: one more than the machine has. They wait part
-# of the time (kernels starting, time limits running out, nbgrader's commands, the class run's
-# hanging attacks): in a fresh-clone run with exactly the machine's cores, both were busy for only
-# 471 of the first 522 core-seconds. The tests in this process still come first (nice, above).
-CAPACITY = len(os.sched_getaffinity(0)) + 1
+CAPACITY = len(os.sched_getaffinity(0))  # cores the background jobs may keep busy together
 # The tests in this process are the critical path: the jobs yield the CPU to them and take the
 # rest (a job whose grading limits are tight asks for nice 0). Mild, so that beside other busy
 # processes (the load test's CPU hogs) the jobs still get their share.
@@ -195,9 +190,8 @@ def _schedule() -> None:
             if not _queue and not running:
                 return
             busy = sum(j.cores for j in running)
-            fits = [n for n in _queue if busy == 0 or busy + STARTERS[n].cores <= CAPACITY]
-            if fits:  # the first in rank order that fits
-                start(fits[0])
+            if _queue and (busy == 0 or busy + STARTERS[_queue[0]].cores <= CAPACITY):
+                start(_queue[0])
                 continue
         time.sleep(0.5)
 
