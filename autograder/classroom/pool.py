@@ -76,7 +76,8 @@ class Pool:
             process = subprocess.Popen(
                 [
                     sys.executable,
-                    "-m",
+                    "-P",  # never the current folder on sys.path: grade may be run inside a
+                    "-m",  # learner's folder, whose files must not stand in for the grader's
                     "autograder.classroom.worker",
                     str(self.config),
                     str(index),
