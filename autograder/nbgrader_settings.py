@@ -64,6 +64,7 @@ def apply_common(c: Config) -> Config:
     c.OverwriteCells.add_missing_cells = True
     c.Execute.timeout = CELL_TIMEOUT_S
     c.Execute.interrupt_on_timeout = True
+    c.Execute.kernel_manager_class = "autograder.kernel_channels.KernelManager"
     c.IgnorePattern.enabled = True
     c.IgnorePattern.pattern = r"[\s\S]"
     c.GenerateFeedback.preprocessors = feedback_preprocessors(classroom=False)

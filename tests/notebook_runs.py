@@ -32,12 +32,15 @@ def run_top_to_bottom(notebook_id: str) -> str | None:
     import nbformat
     from nbclient import NotebookClient
 
+    from autograder.kernel_channels import KernelManager
+
     _kernel_environment()
     nb = nbformat.read(paths.solution_notebook(notebook_id), as_version=4)
     client = NotebookClient(
         nb,
         timeout=300,
         kernel_name="python3",
+        kernel_manager_class=KernelManager,
         resources={"metadata": {"path": str(paths.SOLUTIONS_DIR / notebook_id)}},
     )
     try:

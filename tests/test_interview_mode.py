@@ -149,6 +149,8 @@ def test_one_attempt_end_to_end_in_a_kernel(tmp_path, monkeypatch):
     right one (the clock stops), the code follow-up, a spoken one, the scorecard, progress."""
     from nbclient import NotebookClient
 
+    from autograder.kernel_channels import KernelManager
+
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
     path, record = notebook.write("attention", tmp_path, seed=1, variant_id="bias")
@@ -162,7 +164,13 @@ def test_one_attempt_end_to_end_in_a_kernel(tmp_path, monkeypatch):
         nbformat.v4.new_code_cell("print(interview.timer.text())"),
         nbformat.v4.new_code_cell(SCOPE),
     ]
-    client = NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True)
+    client = NotebookClient(
+        nb,
+        timeout=120,
+        kernel_name="python3",
+        allow_errors=True,
+        kernel_manager_class=KernelManager,
+    )
     client.resources = {"metadata": {"path": str(path.parent)}}
     with client.setup_kernel():
         _, clock, answer, tests, extension, spoken, shown, scope = nb.cells

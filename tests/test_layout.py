@@ -111,6 +111,7 @@ LAYERS = {
     "autograder.notebook_files": 1,
     "autograder.catalogue": 1,
     "autograder.torch_helpers": 1,
+    "autograder.kernel_channels": 1,
     "autograder.checks": 1,
     "autograder.tools": 1,
     "autograder.kernel": 1,

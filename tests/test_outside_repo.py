@@ -162,11 +162,15 @@ def _learner_notebook() -> nbformat.NotebookNode:
     return nb
 
 
+# The course's kernel manager (its channels never sleep on a reply that has arrived), and
+# limits that raise: a cell that times out fails the run instead of going on.
 RUN = """
 import sys, nbformat
 from nbclient import NotebookClient
+from autograder.kernel_channels import KernelManager
 nb = nbformat.read(sys.argv[1], as_version=4)
-NotebookClient(nb, timeout=300, allow_errors=True, kernel_name="python3",
+NotebookClient(nb, timeout=120, allow_errors=True, kernel_name="python3",
+               kernel_manager_class=KernelManager, iopub_timeout=60, raise_on_iopub_timeout=True,
                resources={"metadata": {"path": sys.argv[2]}}).execute()
 nbformat.write(nb, sys.argv[1])
 """

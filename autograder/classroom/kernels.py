@@ -5,7 +5,9 @@ starts the ``mha-sandbox`` kernelspec (:mod:`autograder.classroom.launch`): a fr
 kernel. With one (:class:`ZygoteServer`, one per worker, itself sandboxed), a kernel is a fork of a
 process that has already imported torch: the same limits and view of the file system, ~3 s of CPU
 less per notebook. Either way, zmq messages above a size cap are refused, so a kernel cannot make
-the grader allocate gigabytes for one output.
+the grader allocate gigabytes for one output; and the client's channels are
+:mod:`autograder.kernel_channels`', where a reply whose wake-up was lost waits a second, not a
+cell limit.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 import zmq
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
-from traitlets import Integer, Unicode
+from traitlets import DottedObjectName, Integer, Unicode
 
 from autograder import nbcell
 from autograder.classroom.isolation import (
@@ -263,6 +265,7 @@ class SandboxKernelManager(AsyncKernelManager):
     zygote: ZygoteServer | None = None
     runtime_base = Unicode("", help="The folder of the kernels' runtime folders.").tag(config=True)
     kernel_uid = Integer(-1, help="The kernels' uid, if not the grader's.").tag(config=True)
+    client_class = DottedObjectName("autograder.kernel_channels.KernelClient")  # no lost replies
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
