@@ -53,3 +53,4 @@ class KernelManager(AsyncKernelManager):
     """jupyter_client's asyncio kernel manager, handing out :class:`KernelClient`."""
 
     client_class = DottedObjectName("autograder.kernel_channels.KernelClient")
+    client_factory = Type(klass=KernelClient)  # what client() makes: its default is not re-read

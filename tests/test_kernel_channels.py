@@ -92,8 +92,9 @@ def test_the_limit_still_ends_the_wait_with_empty(no_sleep, monkeypatch):
 def test_every_kernel_the_course_starts_uses_these_channels():
     for name in ("shell", "iopub", "stdin", "control"):
         assert getattr(KernelClient, f"{name}_channel_class").default_value is Channel
-    ours = "autograder.kernel_channels.KernelClient"
-    assert KernelManager.client_class.default_value == ours
-    assert SandboxKernelManager.client_class.default_value == ours
+    for manager in (KernelManager(), SandboxKernelManager()):
+        client = manager.client()  # what nbclient asks the manager for
+        assert type(client) is KernelClient, type(client)
+        assert client.shell_channel_class is Channel and client.iopub_channel_class is Channel
     c = apply_common(Config())  # Validate: the learner's button, nbgrader validate
     assert c.Execute.kernel_manager_class == "autograder.kernel_channels.KernelManager"

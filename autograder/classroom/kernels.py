@@ -28,7 +28,7 @@ from pathlib import Path
 import zmq
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
-from traitlets import DottedObjectName, Integer, Unicode
+from traitlets import DottedObjectName, Integer, Type, Unicode
 
 from autograder import nbcell
 from autograder.classroom.isolation import (
@@ -41,6 +41,7 @@ from autograder.classroom.isolation import (
 )
 from autograder.classroom.launch import visible_files
 from autograder.classroom.sockets import SOCKETS, fresh_runtime, remove_runtime
+from autograder.kernel_channels import KernelClient
 
 MAX_MESSAGE_BYTES = 64 * 1024**2
 INLINE_BACKEND = "matplotlib_inline.backend_inline"
@@ -266,6 +267,7 @@ class SandboxKernelManager(AsyncKernelManager):
     runtime_base = Unicode("", help="The folder of the kernels' runtime folders.").tag(config=True)
     kernel_uid = Integer(-1, help="The kernels' uid, if not the grader's.").tag(config=True)
     client_class = DottedObjectName("autograder.kernel_channels.KernelClient")  # no lost replies
+    client_factory = Type(klass=KernelClient)
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
