@@ -33,7 +33,7 @@ from autograder.classroom.gradebook import (
 from autograder.classroom.identical import flag_identical
 from autograder.classroom.isolation import Isolation, Limits, bwrap_argv, describe, kernel_env
 from autograder.classroom.launch import launch_argv
-from autograder.classroom.pool import next_job
+from autograder.classroom.pool import Pool, next_job
 from autograder.classroom.scan import (
     dynamic_features,
     scan_notebook,
@@ -487,6 +487,26 @@ def test_a_worker_keeps_to_its_assignment_and_takes_the_largest_free_one():
     assert sorted(j["id"] for j in jobs) == sorted(
         ["020", "010", "030", "021", *(i for _, i in order)]
     )
+
+
+def test_a_worker_started_inside_a_learners_folder_imports_only_the_graders_code(
+    tmp_path, monkeypatch
+):
+    """``grade`` run with the shell inside a submissions folder: a learner's own ``autograder``
+    package there must not stand in for the grader's in the workers (they start with ``-P``)."""
+    marker = tmp_path / "imported"
+    planted = tmp_path / "learner" / "autograder"
+    planted.mkdir(parents=True)
+    (planted / "__init__.py").write_text(f"open({str(marker)!r}, 'w').write('planted')\n")
+    monkeypatch.chdir(planted.parent)
+    pool = Pool(1, tmp_path / "no-such-config.json", tmp_path, hard_limit_s=lambda job: 60)
+    worker = pool._spawn(0)
+    try:
+        worker.process.wait(timeout=120)  # it stops at once: its configuration does not exist
+    finally:
+        pool.close()
+    assert not marker.exists(), "the worker imported the learner's autograder package"
+    assert "no-such-config.json" in (tmp_path / "worker-0.log").read_text()
 
 
 # ----------------------------------------------------------------------------- files, layout
