@@ -4,8 +4,9 @@ The suite's cost is CPU, and the machine has two cores: the tests in this proces
 so each long command whose tests are collected is queued when collection ends
 (``conftest.pytest_collection_finish``) and a scheduler thread starts them, longest first, as
 cores free up: at any time the running jobs ask for at most :data:`CAPACITY` cores (a job that
-asks for more runs alone). The tests that read a job run last (``conftest._tier``), so by then
-it has usually ended; a fixture that needs a job not yet started starts it at once.
+asks for more runs alone), and one more once the tests here only read jobs (:func:`tests_wait`).
+The tests that read a job run last (``conftest._tier``), so by then it has usually ended; a
+fixture that needs a job not yet started starts it at once.
 
 A job is registered with :func:`job`: a function that gets an empty folder and returns its
 :class:`Job`, the cores it keeps busy, and its rank (lower starts first). ``grade`` runs may
@@ -182,6 +183,16 @@ def queue(names) -> None:
     threading.Thread(target=_schedule, name="background-jobs", daemon=True).start()
 
 
+def tests_wait() -> None:
+    """The tests in this process have run out of work of their own (they read the jobs now):
+    from now on the jobs may keep one core more busy, the one this process leaves idle."""
+    global _capacity
+    _capacity = CAPACITY + 1
+
+
+_capacity = CAPACITY
+
+
 def _schedule() -> None:
     """Start the queued jobs as cores free up; then watch the rest end (for the timeline)."""
     while True:
@@ -190,7 +201,7 @@ def _schedule() -> None:
             if not _queue and not running:
                 return
             busy = sum(j.cores for j in running)
-            if _queue and (busy == 0 or busy + STARTERS[_queue[0]].cores <= CAPACITY):
+            if _queue and (busy == 0 or busy + STARTERS[_queue[0]].cores <= _capacity):
                 start(_queue[0])
                 continue
         time.sleep(0.5)

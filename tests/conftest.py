@@ -18,6 +18,12 @@ from autograder.tools import triton_support  # noqa: F401  (sets TRITON_INTERPRE
 
 REPO = paths.REPO_ROOT
 
+# This machine's environment sets PYTHONDONTWRITEBYTECODE: every Python process the suite starts
+# (check, grade's workers, nbgrader's commands, kernels outside the sandbox) then compiled the
+# course's own modules from source again. The suite writes bytecode (git ignores __pycache__).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
 
 def _environment() -> dict:
     """This process's environment with this environment's tools first on PATH."""
@@ -161,6 +167,8 @@ def pytest_runtest_protocol(item, nextitem):
     it, background jobs in the test that waited for them): the suite's cost is CPU, not the
     wall time of one machine. And when each tier ran, for the timeline."""
     began, started = cpu_account.seconds(), time.monotonic() - _began
+    if _tier(item)[0] == 2:  # from here on this process mostly waits for the jobs
+        background.tests_wait()
     yield
     _cpu[item.nodeid] = cpu_account.seconds() - began
     span = _tiers.setdefault(_tier(item)[:1], [started, started])
