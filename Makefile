@@ -11,9 +11,18 @@ STAMP := $(VENV)/.installed
 
 env: $(STAMP)
 
+# torch and Triton (a third of the install: unpacking and compiling) install beside the rest, each
+# pip on a core of its own; nothing else depends on them, so the two never install the same
+# package. The last pip resolves the whole (torch's own dependencies) and installs the course.
+BIG := ^(torch|triton)==
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	grep -E '$(BIG)' requirements.txt > $(VENV)/big.txt
+	grep -vE '$(BIG)' requirements.txt > $(VENV)/rest.txt
+	$(PY) -m pip install --quiet --no-deps -r $(VENV)/big.txt & big=$$!; \
+	  $(PY) -m pip install --quiet -r $(VENV)/rest.txt; rest=$$?; \
+	  wait $$big && test $$rest = 0
 	$(PY) -m pip install --quiet -r requirements.txt -e .
 	touch $(STAMP)
 
