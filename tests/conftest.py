@@ -83,9 +83,12 @@ def first_notebook() -> str:
     return ids[0]
 
 
-def autograder_job(folder: Path, *args: str, nice: int = background.NICE) -> background.Job:
-    """``python -m autograder ARGS`` started now, read later (:class:`background.Job`)."""
-    argv = [sys.executable, "-m", "autograder", *args]
+def autograder_job(
+    folder: Path, *args: str, nice: int = background.NICE, wrapper: tuple = ()
+) -> background.Job:
+    """``python -m autograder ARGS`` started now, read later (:class:`background.Job`); with
+    ``wrapper``, as the arguments of that command."""
+    argv = [*wrapper, sys.executable, "-m", "autograder", *args]
     return background.Job(argv, folder, REPO, _environment(), nice=nice)
 
 
