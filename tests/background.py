@@ -5,6 +5,7 @@ so each long command whose tests are collected is queued when collection ends
 (``conftest.pytest_collection_finish``) and a scheduler thread starts them, longest first, as
 cores free up: at any time the running jobs ask for at most :data:`CAPACITY` cores (a job that
 asks for more runs alone), and one more once the tests here only read jobs (:func:`tests_wait`).
+When the next job does not fit, the first later one that does starts.
 The tests that read a job run last (``conftest._tier``), so by then it has usually ended; a
 fixture that needs a job not yet started starts it at once.
 
@@ -201,8 +202,9 @@ def _schedule() -> None:
             if not _queue and not running:
                 return
             busy = sum(j.cores for j in running)
-            if _queue and (busy == 0 or busy + STARTERS[_queue[0]].cores <= _capacity):
-                start(_queue[0])
+            fits = [n for n in _queue if busy == 0 or busy + STARTERS[n].cores <= _capacity]
+            if fits:  # the first in rank order that fits: a 1-core job beside another
+                start(fits[0])
                 continue
         time.sleep(0.5)
 
