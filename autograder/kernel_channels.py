@@ -2,15 +2,15 @@
 
 jupyter_client's asyncio channels wait for a message with one ``poll(timeout)``: a zmq socket
 says "readable" by an edge on its file descriptor, and when that wake-up is lost (the socket's
-own send consumes the edge; measured here under CPU load: about one run in two of notebook 01
-beside three busy processes), the reply sits in the socket until the poll times out. pyzmq then
+own send consumes the edge; seen here under CPU load in one run of notebook 01 in ten, beside
+three busy processes), the reply sits in the socket until the poll times out. pyzmq then
 polls once more and finds it, so nothing fails: nbclient just waited out the whole cell limit
 (300 s in a test, 60 s in ``check``) for a reply that had arrived in milliseconds, and a
 notebook's budget went on waiting instead of grading. Waiting in slices of :data:`SLICE_S`, each
 ending in that real poll, bounds the delay of a lost wake-up by a second.
 
-nbclient takes :class:`KernelManager` as ``kernel_manager_class``; the grading kernels'
-manager (:class:`autograder.classroom.kernels.SandboxKernelManager`) uses :class:`KernelClient`.
+nbclient takes :class:`KernelManager` as ``kernel_manager_class``; the grading kernels' manager
+(:class:`autograder.classroom.kernels.SandboxKernelManager`) is one.
 """
 
 from __future__ import annotations

@@ -5,9 +5,8 @@ starts the ``mha-sandbox`` kernelspec (:mod:`autograder.classroom.launch`): a fr
 kernel. With one (:class:`ZygoteServer`, one per worker, itself sandboxed), a kernel is a fork of a
 process that has already imported torch: the same limits and view of the file system, ~3 s of CPU
 less per notebook. Either way, zmq messages above a size cap are refused, so a kernel cannot make
-the grader allocate gigabytes for one output; and the client's channels are
-:mod:`autograder.kernel_channels`', where a reply whose wake-up was lost waits a second, not a
-cell limit.
+the grader allocate gigabytes for one output; and its client is :mod:`autograder.kernel_channels`'
+(a reply whose wake-up was lost waits a second, not a cell limit).
 """
 
 from __future__ import annotations
@@ -26,9 +25,8 @@ import uuid
 from pathlib import Path
 
 import zmq
-from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
-from traitlets import DottedObjectName, Integer, Type, Unicode
+from traitlets import Integer, Unicode
 
 from autograder import nbcell
 from autograder.classroom.isolation import (
@@ -41,7 +39,7 @@ from autograder.classroom.isolation import (
 )
 from autograder.classroom.launch import visible_files
 from autograder.classroom.sockets import SOCKETS, fresh_runtime, remove_runtime
-from autograder.kernel_channels import KernelClient
+from autograder.kernel_channels import KernelManager
 
 MAX_MESSAGE_BYTES = 64 * 1024**2
 INLINE_BACKEND = "matplotlib_inline.backend_inline"
@@ -256,7 +254,7 @@ class ZygoteProvisioner(LocalProvisioner):
         return self.connection_info
 
 
-class SandboxKernelManager(AsyncKernelManager):
+class SandboxKernelManager(KernelManager):
     """nbclient's kernel manager for grading: size-capped messages, warm kernels when possible.
 
     Each kernel gets a fresh runtime folder under ``runtime_base`` (:mod:`.sockets`): the
@@ -266,8 +264,6 @@ class SandboxKernelManager(AsyncKernelManager):
     zygote: ZygoteServer | None = None
     runtime_base = Unicode("", help="The folder of the kernels' runtime folders.").tag(config=True)
     kernel_uid = Integer(-1, help="The kernels' uid, if not the grader's.").tag(config=True)
-    client_class = DottedObjectName("autograder.kernel_channels.KernelClient")  # no lost replies
-    client_factory = Type(klass=KernelClient)
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
