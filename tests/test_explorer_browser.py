@@ -171,8 +171,9 @@ def serve_lab(command: list[str], env: dict, log_path: Path, port: int, token: s
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """``(page factory, work folder, server log)`` for one JupyterLab and one browser."""
+def lab_server(tmp_path_factory):
+    """``(browser context, base URL, token, work folder, server log)``: one JupyterLab and one
+    browser for the module."""
     chromium = _chromium()
     try:
         from playwright.sync_api import sync_playwright
@@ -186,17 +187,31 @@ def lab(tmp_path_factory):
         browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
         # one context: its pages share the HTTP cache (JupyterLab's scripts load once)
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
-
-        def new_page(path: str):
-            page = context.new_page()
-            page.set_default_timeout(60_000)
-            page.goto(f"{base}{path}{'&' if '?' in path else '?'}token={token}")
-            return page
-
         try:
-            yield new_page, work, log
+            yield context, base, token, work, log
         finally:
             browser.close()
+
+
+@pytest.fixture
+def lab(lab_server):
+    """``(page factory, work folder, server log)``. The pages a test leaves open (it failed
+    half-way) are closed after it: an open page holds JupyterLab's workspace, and the next test's
+    ``/lab`` would open in a workspace of its own, without the start page."""
+    context, base, token, work, log = lab_server
+    opened = []
+
+    def new_page(path: str):
+        page = context.new_page()
+        opened.append(page)
+        page.set_default_timeout(60_000)
+        page.goto(f"{base}{path}{'&' if '?' in path else '?'}token={token}")
+        return page
+
+    yield new_page, work, log
+    for page in opened:
+        if not page.is_closed():
+            page.close()
 
 
 def _shot(page, name: str) -> None:
@@ -248,8 +263,9 @@ def _cell(page, code: str):
     return page.locator(f".jp-CodeCell:has(.jp-InputArea:has-text('{code}'))").first
 
 
-def _validate(page, shot: str):
-    """Click Validate, wait until the dialog shows its result, screenshot it; the dialog."""
+def _validate(page, shot: str, log: Path):
+    """Click Validate, wait until the dialog shows its result, screenshot it; the dialog. Fails
+    with the dialog's text and the end of the server's ``log`` if it is not Validate's result."""
     page.click(".jp-Toolbar-item:has-text('Validate')")
     dialog = page.locator(".jp-Dialog-content")
     dialog.wait_for(timeout=180_000)
@@ -258,6 +274,11 @@ def _validate(page, shot: str):
         timeout=180_000,
     )
     _shot(page, shot)
+    if page.locator("#validation-message").count() == 0:  # another dialog: say which, and why
+        pytest.fail(
+            f"Validate showed no result, but this dialog: {dialog.inner_text()[:600]!r}\n"
+            f"the server's log ends:\n{log.read_text()[-3000:]}"
+        )
     return dialog
 
 
@@ -349,7 +370,7 @@ def test_first_hour(lab):
     failing.scroll_into_view_if_needed()
     _shot(page, "4-failing-check")
 
-    dialog = _validate(page, "5-validate")
+    dialog = _validate(page, "5-validate", log)
     _score_on_top(page)
     validate = dialog.inner_text().strip()
     page.keyboard.press("Escape")
@@ -524,7 +545,7 @@ def test_save_check_read_loop(lab):
     closing = after.strip().splitlines()[-1]  # the line left on screen: score, what to fix, where
     assert re.match(r"Score: 0 / 10 points\. First to fix: test_\w+, in §2", closing), closing
 
-    dialog = _validate(page, "loop-2-validate")
+    dialog = _validate(page, "loop-2-validate", log)
     assert re.search(r"Score: 0 / \d+ points", dialog.inner_text()), dialog.inner_text()[:300]
     _score_on_top(page)
     boxes = page.evaluate(_DIAGNOSIS_BOXES)
