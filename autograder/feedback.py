@@ -169,7 +169,7 @@ class ValidationSummary:
         self.first.traceback = [f"{SCORE_START}{headline}\n{SCORE_END}{first}", *rest]
 
 
-_SUMMARY = ValidationSummary()  # one Validate runs at a time: the handler blocks the server
+_SUMMARY = ValidationSummary()  # one Validate at a time: autograder.lab_validate holds a lock
 
 
 def _cell_started(**kwargs) -> None:

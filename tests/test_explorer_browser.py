@@ -265,8 +265,17 @@ def _cell(page, code: str):
 
 def _validate(page, shot: str, log: Path):
     """Click Validate, wait until the dialog shows its result, screenshot it; the dialog. Fails
-    with the dialog's text and the end of the server's ``log`` if it is not Validate's result."""
+    with the dialog's text and the end of the server's ``log`` if it is not Validate's result, and
+    if the server did not answer while Validate graded."""
     page.click(".jp-Toolbar-item:has-text('Validate')")
+    # While Validate grades, the server answers the page (autograder.lab_validate): a file
+    # listing asked for once the grading has begun comes back before the result does.
+    page.wait_for_selector(".validate-button:has-text('Validating')")
+    origin = re.match(r"https?://[^/]+", page.url).group(0)
+    assert page.request.get(f"{origin}/api/contents/{FIRST}?content=1").ok
+    assert page.locator(".validate-button:has-text('Validating')").count() == 1, (
+        "the server answered only once Validate had finished: it grades on the server's loop"
+    )
     dialog = page.locator(".jp-Dialog-content")
     dialog.wait_for(timeout=180_000)
     page.wait_for_function(

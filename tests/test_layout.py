@@ -120,6 +120,7 @@ LAYERS = {
     # 2. nbgrader glue: messages, preprocessors, settings, the sandboxed kernel, the release build
     "autograder.messages": 2,
     "autograder.feedback": 2,
+    "autograder.lab_validate": 2,
     "autograder.nbgrader_settings": 2,
     "autograder.nbgrader_run": 2,
     "autograder.build": 2,

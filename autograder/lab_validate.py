@@ -1,0 +1,58 @@
+"""JupyterLab's Validate button, graded without freezing JupyterLab: a server extension.
+
+nbgrader's own handler (``nbgrader.server_extensions.validate_assignment``) runs the whole
+notebook inside the request, on the server's only event loop: while Validate grades (10-20 s on
+an idle machine, minutes on a busy one), the server answers nothing else. The learner's kernels
+send no output, saves and file listings wait, and a page that asks the server anything waits
+with them. This extension serves the same two addresses nbgrader's button calls
+(``/assignments/validate`` and ``/nbgrader_version``) with nbgrader's own code, but the grading
+runs in a worker thread and the server keeps answering. One Validate grades at a time (its
+summary, :data:`autograder.feedback._SUMMARY`, is one per process); a second click waits its turn.
+
+``autograder/jupyter_config/jupyter_server_config.py`` turns nbgrader's handler off and this one on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from jupyter_server.utils import url_path_join
+from nbgrader.server_extensions.validate_assignment.handlers import (
+    NbGraderVersionHandler,
+    ValidateAssignmentHandler,
+)
+from tornado import web
+
+_ONE_AT_A_TIME = asyncio.Lock()
+
+
+class ThreadedValidateHandler(ValidateAssignmentHandler):
+    """nbgrader's Validate, its grading in a worker thread."""
+
+    @web.authenticated
+    async def post(self):
+        try:
+            path = self.get_argument("path")
+        except web.MissingArgumentError:
+            path = self.get_json_body()["path"]
+        async with _ONE_AT_A_TIME:
+            output = await asyncio.to_thread(self.validate_notebook, path)
+        self.finish(json.dumps(output))
+
+
+def _jupyter_server_extension_points():
+    return [{"module": "autograder.lab_validate"}]
+
+
+def _load_jupyter_server_extension(serverapp) -> None:
+    webapp = serverapp.web_app
+    webapp.settings["root_dir"] = serverapp.root_dir  # where nbgrader's handler looks for it
+    base = webapp.settings["base_url"]
+    webapp.add_handlers(
+        ".*$",
+        [
+            (url_path_join(base, "assignments/validate"), ThreadedValidateHandler),
+            (url_path_join(base, "nbgrader_version"), NbGraderVersionHandler),
+        ],
+    )
