@@ -43,6 +43,20 @@ def slopes_exponents(num_heads):
     return torch.pow(2.0, torch.cat([first, extra])).float()  # (nh,)
 
 
+def slopes_python_list(num_heads):
+    """As the ALiBi paper's repository writes it: the slopes as a Python list of floats, made a
+    tensor at the end (one literal number per head, 96 and more for the check's head counts)."""
+
+    def power_of_two(n):
+        first = 2 ** (-(2 ** -(math.log2(n) - 3)))  # 2^(-8/n)
+        return [first * first**h for h in range(n)]
+
+    if math.log2(num_heads).is_integer():
+        return torch.tensor(power_of_two(num_heads))
+    lower = 2 ** math.floor(math.log2(num_heads))
+    return torch.tensor(power_of_two(lower) + power_of_two(2 * lower)[0::2][: num_heads - lower])
+
+
 def _geometric(num_heads):
     return torch.pow(2.0, torch.arange(1, num_heads + 1) * (-8 / num_heads))
 
@@ -140,8 +154,9 @@ BIAS_MISTAKES = [
 
 
 MISTAKES = SLOPE_MISTAKES + BIAS_MISTAKES
-CORRECT = correct([SLOPES], {"bloom": slopes_bloom, "exponents": slopes_exponents}) + correct(
-    [BIAS], {"distance": bias_distance, "bloom": bias_bloom, "mpt": bias_mpt}
-)
+CORRECT = correct(
+    [SLOPES],
+    {"bloom": slopes_bloom, "exponents": slopes_exponents, "python list": slopes_python_list},
+) + correct([BIAS], {"distance": bias_distance, "bloom": bias_bloom, "mpt": bias_mpt})
 STUBS = [(SLOPES, stub), (BIAS, stub)]
 REPLAY = [SLOPES, BIAS]

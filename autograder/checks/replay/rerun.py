@@ -10,8 +10,11 @@ here, from the grader's inputs. The rerun refuses:
   element, unless the call had no tensor input (then its result is computed from Python values),
   and more than :data:`MAX_CONSTANTS` constants in one call;
 - literal numbers beyond :data:`MAX_LITERALS` distinct values per call, constants' values
-  included (they could spell out an answer one element at a time; ``arange``'s integer bounds,
-  which are positions, excepted), and integer lists longer than :data:`MAX_LIST`;
+  included where the call had a tensor input (they could spell out an answer one element at a
+  time; without a tensor input, the answer is a function of Python values the check drew, and a
+  Python list of numbers made a tensor is how real code writes it: ALiBi's slopes, one per head);
+  ``arange``'s integer bounds, which are positions, excepted; integer lists longer than
+  :data:`MAX_LIST`;
 - a call that had tensor inputs but returns only floating tensors (of more than one element)
   that depend on none of them, and read none of them into Python (``.item()``);
 - more work than any check needs: each operator first runs on shapes only (the meta device), and
@@ -96,7 +99,8 @@ class Rerun:
                     raise ReplayError(
                         "your code used a tensor that is neither an input nor computed from one"
                     )
-                _count_constant(value, literals)
+                if has_inputs:  # else every value comes from the call's Python arguments
+                    _count_constant(value, literals)
                 self.tensors[ref_number(entry["const"])] = value
                 continue
             self._one(entry, literals)
