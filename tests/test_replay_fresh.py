@@ -80,3 +80,47 @@ def test_a_shape_that_depends_on_input_values_is_withheld_for_a_person():
 
     verdict = _verify(softmax)
     assert verdict.status == "unverified" and "replay" in verdict.message, verdict
+
+
+def _check_column_sums(build, column_sums):
+    """A check of two learner functions in one statement: ``build(40)`` makes a Linear, then
+    ``column_sums(40)`` (no tensor argument) must return its weight's column sums."""
+    from autograder.checks._core import call, fail
+
+    m = call(build, "build", (40,))
+    call(m, "build(40)", (torch.randn(2, 40),))  # the module is now in the statement's session
+    got = call(column_sums, "column_sums", (40,))
+    if not torch.allclose(got, m.weight.detach().sum(0), atol=1e-5):
+        fail("wrong column sums")
+
+
+def test_a_call_without_tensor_arguments_still_counts_constants_where_a_module_is_in_reach():
+    """Python numbers made a tensor are free only for a call that can reach no tensor (ALiBi's
+    slopes from a head count). Here the no-argument call reads the module the statement already
+    handed the kernel, sums it on another thread and returns 40 literal numbers: refuted. The
+    same sums computed in sight verify."""
+    from autograder.checks.replay import operators
+    from autograder.checks.replay.pickles import Learner
+
+    learner: dict = {}
+    exec(HIDE, learner)
+
+    def build(width):
+        learner["_m"] = torch.nn.Linear(width, width)
+        return learner["_m"]
+
+    forged = learner["_hide"](lambda width: learner["_m"].weight.sum(0), "thread", spell=False)
+    honest = lambda width: learner["_m"].weight.detach().sum(0)  # noqa: E731
+    verdicts = {
+        name: cells.verify_check(
+            _check_column_sums,
+            [Learner("build"), Learner("column_sums")],
+            {},
+            cells.InProcessKernel({"build": build, "column_sums": fn}),
+            operators.DEFAULT | operators.MODEL,
+        )
+        for name, fn in (("forged", forged), ("honest", honest))
+    }
+    assert verdicts["forged"].status == "refuted", verdicts
+    assert "literal numbers" in verdicts["forged"].message, verdicts
+    assert verdicts["honest"].status == "verified", verdicts

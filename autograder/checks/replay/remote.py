@@ -242,7 +242,7 @@ def _remote(session: Session, fn, args, kwargs, patches: dict) -> tuple:
     operators.judge_claims(session.allowed, record.get("functions") or [])
     rerun.protected = writes.storages(copied)
     torch.set_rng_state(drawn)  # an in-process kernel shares this generator and drew from it
-    rerun.run(record.get("ops"), has_inputs)
+    rerun.run(record.get("ops"), has_inputs, sees_tensors=bool(inputs))
     note_claimed_calls(record.get("functions") or [])
     with quiet():
         result = rebuild.outcome(session.modules, rerun, record.get("outcome"), has_inputs)

@@ -10,9 +10,10 @@ here, from the grader's inputs. The rerun refuses:
   element, unless the call had no tensor input (then its result is computed from Python values),
   and more than :data:`MAX_CONSTANTS` constants in one call;
 - literal numbers beyond :data:`MAX_LITERALS` distinct values per call, constants' values
-  included where the call had a tensor input (they could spell out an answer one element at a
-  time; without a tensor input, the answer is a function of Python values the check drew, and a
-  Python list of numbers made a tensor is how real code writes it: ALiBi's slopes, one per head);
+  included where the call could reach a tensor, given or held by a module the statement already
+  handed the kernel (they could spell out an answer one element at a time; reaching none, the
+  answer is a function of Python values the check drew, and a Python list of numbers made a
+  tensor is how real code writes it: ALiBi's slopes, one per head);
   ``arange``'s integer bounds, which are positions, excepted; integer lists longer than
   :data:`MAX_LIST`;
 - a call that had tensor inputs but returns only floating tensors (of more than one element)
@@ -78,8 +79,10 @@ class Rerun:
             self.tensors[ref_number(ref)] = given[path]
             self.derived.add(ref)
 
-    def run(self, ops: Any, has_inputs: bool) -> None:
-        """Recompute the recorded operators, in order."""
+    def run(self, ops: Any, has_inputs: bool, sees_tensors: bool = True) -> None:
+        """Recompute the recorded operators, in order. ``has_inputs``: the call was given a
+        tensor; ``sees_tensors``: it was given one or could reach one (a module the statement
+        already handed the kernel)."""
         if not isinstance(ops, list):
             raise ReplayError("the kernel's operator log is malformed")
         literals: set = set()
@@ -99,7 +102,7 @@ class Rerun:
                     raise ReplayError(
                         "your code used a tensor that is neither an input nor computed from one"
                     )
-                if has_inputs:  # else every value comes from the call's Python arguments
+                if sees_tensors:  # else every value comes from the call's Python arguments
                     _count_constant(value, literals)
                 self.tensors[ref_number(entry["const"])] = value
                 continue
