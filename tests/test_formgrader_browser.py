@@ -17,6 +17,7 @@ import re
 import secrets
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,32 @@ def _gradebook_row(page, base: str, learner: str):
     return row
 
 
+def _saved(graded: Path, learner: str) -> tuple:
+    """(manual score, comment) of the learner's written answer, as the gradebook holds them."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{graded / 'gradebook.db'}") as gb:
+        grade = gb.find_grade(WRITTEN, ASSIGNMENT, ASSIGNMENT, learner)
+        comment = gb.find_comment(WRITTEN, ASSIGNMENT, ASSIGNMENT, learner)
+        return grade.manual_score, comment.manual_comment
+
+
+def _wait_until_saved(graded: Path, learner: str, page, responses: list, log: Path) -> None:
+    """Wait until the gradebook holds the typed score and comment (the state that counts, not
+    one network event); on a timeout, say what the gradebook, the page and the server saw."""
+    deadline, seen = time.monotonic() + 60, None
+    while time.monotonic() < deadline:
+        seen = _saved(graded, learner)
+        if seen == (float(POINTS), COMMENT):
+            return
+        page.wait_for_timeout(250)
+    api = [r for r in responses if "/formgrader/api/" in r]
+    pytest.fail(
+        f"the formgrader did not save the manual grade within 60 s: the gradebook holds {seen}; "
+        f"the page's formgrader requests: {api[-12:]}; server log: {log.read_text()[-3000:]}"
+    )
+
+
 def test_a_written_answer_is_graded_by_hand_and_its_points_reach_the_feedback(
     exchange_term, tmp_path
 ):
@@ -97,6 +124,10 @@ def test_a_written_answer_is_graded_by_hand_and_its_points_reach_the_feedback(
                 extra_http_headers={"Authorization": f"token {token}"},
             )
             page.set_default_timeout(60_000)
+            responses: list[str] = []  # every answer the page got, for a failure's message
+            page.on(
+                "response", lambda r: responses.append(f"{r.status} {r.request.method} {r.url}")
+            )
             row = _gradebook_row(page, base, ada)
             _shot(page, "1-gradebook")
             assert row.locator("td.needs-manual-grade .glyphicon-ok").count() == 1, row.inner_text()
@@ -109,13 +140,15 @@ def test_a_written_answer_is_graded_by_hand_and_its_points_reach_the_feedback(
             score.wait_for()
             answer = score.locator("xpath=ancestor::*[contains(@class,'nbgrader_cell')][1]")
             assert "81 small ones" in answer.inner_text(), answer.inner_text()[:500]
-            for box, value, api in (
-                (score, POINTS, "/formgrader/api/grade/"),
-                (page.locator(f"textarea#{WRITTEN}-comment"), COMMENT, "/formgrader/api/comment/"),
-            ):  # each saves itself when left: wait for the formgrader's own request
-                with page.expect_response(lambda r, api=api: api in r.url and r.ok):
-                    box.fill(value)
-                    box.blur()
+            for box, value in (
+                (score, POINTS),
+                (page.locator(f"textarea#{WRITTEN}-comment"), COMMENT),
+            ):
+                box.click()  # as an instructor does: type, then leave the box (it saves itself)
+                box.press("Control+A")
+                box.press_sequentially(value)
+                box.press("Tab")
+            _wait_until_saved(cls.graded, ada, page, responses, tmp_path / "server.log")
             score.scroll_into_view_if_needed()
             _shot(page, "2-manual-grade")
 

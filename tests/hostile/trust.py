@@ -28,6 +28,7 @@ Threat classes (``threat``):
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 import nbformat
 
 from autograder import nbcell, paths
+from autograder.classroom import scan
 
 NB01, NB02, NB03, NB04 = (
     "01_attention_from_scratch",
@@ -1025,6 +1027,7 @@ def build(attack: Attack, solution, release) -> nbformat.NotebookNode:
 
     nb = minimal(filled(release, solution) if attack.base == "solution" else release)
     stubs = {nbcell.grade_id(c): c.source for c in release.cells if nbcell.is_answer(c)}
+    original = {nbcell.grade_id(c): c.source for c in nb.cells if nbcell.is_answer(c)}
     for edit in attack.edits:
         if edit.kind == "answer":
             nb.cells[_index(nb, edit.grade_id)].source = edit.source
@@ -1041,6 +1044,29 @@ def build(attack: Attack, solution, release) -> nbformat.NotebookNode:
                     cell.source = "\n".join(edit.source.format(name=n) for n in names) + "\n"
         else:
             raise ValueError(f"unknown edit {edit.kind}")
+    if attack.base == "solution" and attack.targets:
+        _stub_unreached(nb, original, stubs, solution, attack.targets)
     for i, cell in enumerate(nb.cells):
         cell.id = f"cell-{i}"
     return nb
+
+
+def _stub_unreached(nb, original: dict, stubs: dict, solution, targets) -> None:
+    """Put the release's stub back in every answer cell the attack left as the instructor wrote
+    it and no target test reaches (through the notebook's code, the attack's own included).
+
+    Such an answer cannot change a target's outcome, and re-verifying the instructor's answers in
+    every attack cost the class run most of its CPU: the controls already prove them.
+    """
+    cells = [scan.bindings(tree) for c in nb.cells if (tree := scan.parse(c.source)) is not None]
+    tests = [c for c in solution.cells if nbcell.is_test(c) and nbcell.grade_id(c) in targets]
+    names = {n.id for c in tests for n in ast.walk(scan.parse(c.source)) if isinstance(n, ast.Name)}
+    reached = scan.reached_names(names, cells)
+    for cell in nb.cells:
+        grade_id = nbcell.grade_id(cell)
+        if not nbcell.is_answer(cell) or cell.source != original.get(grade_id):
+            continue
+        tree = scan.parse(cell.source)
+        bound = scan.bindings(tree)[0] if tree is not None else {scan.EVERY_NAME}
+        if scan.EVERY_NAME not in reached and not bound & reached:
+            cell.source = stubs[grade_id]
