@@ -203,3 +203,5 @@ def pytest_terminal_summary(terminalreporter):
         end = f"{start + seconds:5.0f}" if seconds is not None else "  ..."
         cpu = f", {job_cpu[name]:.0f} CPU-s" if name in job_cpu else ""
         write(f"{start:7.0f} -{end}  job {name} ({job.cores} cores{cpu})")
+    wall = time.monotonic() - _began
+    terminalreporter.write_sep("=", f"suite: {total:.0f} CPU-s, {wall:.0f} s wall-clock")
