@@ -46,7 +46,8 @@ EXIT_OK, EXIT_ERRORS, EXIT_INTERRUPTED = 0, 2, 130
 CONFIG_FILE = '''"""nbgrader configuration of a graded class (by `python -m autograder grade`).
 
 Run nbgrader's commands and the formgrader (`jupyter lab`) here: `nbgrader generate_feedback
---force`, `nbgrader export`; feedback keeps hidden tests and kernel output out, as `grade` does.
+--force`, `nbgrader export --to nbgrader-grades.csv` (plain `nbgrader export` would
+overwrite grades.csv); feedback keeps hidden tests and kernel output out, as `grade` does.
 """
 
 from pathlib import Path

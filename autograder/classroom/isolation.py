@@ -139,17 +139,6 @@ def describe(iso: Isolation, limits: Limits) -> list[str]:
             "can read every file their uid can read, including solutions/ if it is on this "
             "machine; install bubblewrap and allow user namespaces (or run as root)"
         )
-    if iso.sockets_capped:
-        lines.append(
-            f"each kernel's sockets/ folder is a {limits.sockets_bytes // MIB} MiB tmpfs in its "
-            "worker's own mount namespace: a kernel that fills it is stopped there and flagged"
-        )
-    else:
-        lines.append(
-            "kernels' sockets/ folders have NO total size cap (no mount namespace for workers "
-            f"here): only the {limits.file_size // MIB} MiB per file limit holds; run as root or "
-            "allow user namespaces"
-        )
     if iso.switches_uid:
         lines.append(
             f"kernels run as unprivileged uids {iso.uid_base}+worker (no other grade run uses "
@@ -160,6 +149,17 @@ def describe(iso: Isolation, limits: Limits) -> list[str]:
     else:
         lines.append(
             "kernels run as this user: the process limit counts all of this user's processes"
+        )
+    if iso.sockets_capped:
+        lines.append(
+            f"each kernel's sockets/ folder is a {limits.sockets_bytes // MIB} MiB tmpfs in its "
+            "worker's own mount namespace: a kernel that fills it is stopped there and flagged"
+        )
+    else:
+        lines.append(
+            "kernels' sockets/ folders have NO total size cap (no mount namespace for workers "
+            f"here): only the {limits.file_size // MIB} MiB per file limit holds; run as root or "
+            "allow user namespaces"
         )
     return lines
 
