@@ -46,9 +46,13 @@ def _libc(name: str, *args) -> None:
         raise OSError(err, f"{name}: {os.strerror(err)}")
 
 
+def _bytes(text: str | None) -> bytes | None:
+    return None if text is None else text.encode()
+
+
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
-    enc = lambda v: v.encode() if v is not None else None
-    _libc("mount", enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data or None))
+    args = (_bytes(source), _bytes(target), _bytes(fstype), ctypes.c_ulong(flags))
+    _libc("mount", *args, _bytes(data or None))
 
 
 def own_mounts() -> None:
