@@ -14,9 +14,11 @@ remains learner-controlled is one capped line per failed test.
 
 from __future__ import annotations
 
+import html
 import re
+from html.parser import HTMLParser
 
-from bleach import ALLOWED_TAGS
+from bleach import ALLOWED_PROTOCOLS, ALLOWED_TAGS
 from nbconvert.preprocessors.sanitize import SanitizeHTML
 from nbgrader.preprocessors import NbGraderPreprocessor
 
@@ -96,17 +98,65 @@ SAFE_TAGS = sorted(
 )
 
 
+class _Links(HTMLParser):
+    """The ``href`` and ``src`` of every tag in a page, as a browser reads them."""
+
+    def __init__(self):
+        super().__init__()
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.urls += [value or "" for name, value in attrs if name in ("href", "src")]
+
+
+def _safe_url(url: str) -> bool:
+    """A link a browser follows without running anything: no scheme, or http, https, mailto.
+    (Browsers drop whitespace and control characters inside a scheme: so does this.)"""
+    plain = re.sub(r"[\x00-\x20\x7f]", "", url).lower()
+    scheme = re.match(r"([a-z][a-z0-9+.-]*):", plain)
+    return scheme is None or scheme[1] in ALLOWED_PROTOCOLS
+
+
+def safe_markdown(source: str) -> bool:
+    """Whether ``source``, rendered as nbconvert renders markdown, links only to safe URLs.
+
+    bleach reads HTML, not markdown: ``[x](javascript:…)``, ``![x](data:…)`` and reference
+    links pass through it as text and become links only when a page renders the markdown.
+    """
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    links = _Links()
+    links.feed(markdown2html_mistune(source))
+    return all(_safe_url(url) for url in links.urls)
+
+
+def _as_text(source: str) -> str:
+    return f"<pre>{html.escape(source)}</pre>"
+
+
 class Sanitize(SanitizeHTML):
     """What a person opens carries no script from a learner (nbconvert's bleach allow-list).
 
     Markdown, raw cells and HTML outputs keep only :data:`SAFE_TAGS` (links keep http, https and
     mailto; everything else is escaped as text); outputs keep text, PNG, JPEG, LaTeX and JSON,
     and lose every other type: JavaScript, SVG, widget views, anything a browser would run.
+    Markdown (a cell or a ``text/markdown`` output) whose rendering would link anywhere else
+    (``javascript:``, ``data:``) is shown as its escaped source text (:func:`safe_markdown`).
     """
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.tags = SAFE_TAGS
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        cell, resources = super().preprocess_cell(cell, resources, cell_index)
+        if cell.cell_type == "markdown" and not safe_markdown(cell.source):
+            cell.source = _as_text(cell.source)
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if "text/markdown" in data and not safe_markdown(str(data["text/markdown"])):
+                data["text/markdown"] = _as_text(str(data["text/markdown"]))
+        return cell, resources
 
 
 def sanitize(nb) -> None:

@@ -130,6 +130,7 @@ LAYERS = {
     "autograder.classroom.isolation": 2,
     "autograder.classroom.kernel_package": 2,
     "autograder.classroom.kernels": 2,
+    "autograder.classroom.learner_ids": 2,
     "autograder.classroom.launch": 2,
     "autograder.classroom.scan": 2,
     "autograder.classroom.sockets": 2,

@@ -147,6 +147,7 @@ class GradingExecute(Execute):
         self._truncated: set[int] = set()
         self._timing: dict = {"slowest_cell": (0.0, None), "verification": 0.0, "requests": 0}
         self._verdicts: dict[str, list] = {}
+        self._km = None  # this notebook's kernel manager, still read once nbclient dropped it
         started = True
         watchdog = threading.Timer(self._deadline - time.monotonic(), self._stop_at_budget)
         watchdog.daemon = True
@@ -170,6 +171,7 @@ class GradingExecute(Execute):
             "stopped": self._stop,
             "kernel_failed_to_start": not started,
             "truncated": len(self._truncated),
+            "sockets_full": bool(self._km and getattr(self._km, "sockets_full", False)),
             "seconds": round(time.monotonic() - self._start, 2),
             "timing": self._timing,
         }
@@ -180,6 +182,7 @@ class GradingExecute(Execute):
     async def async_start_new_kernel(self, **kwargs):
         started = time.monotonic()
         await super().async_start_new_kernel(**kwargs)
+        self._km = self.km
         self._timing["kernel_start"] = round(time.monotonic() - started, 2)
 
     async def async_start_new_kernel_client(self):

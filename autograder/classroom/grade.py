@@ -37,6 +37,7 @@ from autograder.classroom.files import (
     write_json,
 )
 from autograder.classroom.isolation import UID_BLOCK, Limits, claim_uids, detect, prepare_font_cache
+from autograder.classroom.learner_ids import printable, refusal
 from autograder.nbgrader_settings import IGNORED_FILES
 
 CLASSROOM_VERSION = "2"  # 2: output caps for every output, tests withheld for dynamic code
@@ -45,7 +46,8 @@ EXIT_OK, EXIT_ERRORS, EXIT_INTERRUPTED = 0, 2, 130
 CONFIG_FILE = '''"""nbgrader configuration of a graded class (by `python -m autograder grade`).
 
 Run nbgrader's commands and the formgrader (`jupyter lab`) here: `nbgrader generate_feedback
---force`, `nbgrader export`; feedback keeps hidden tests and kernel output out, as `grade` does.
+--force`, `nbgrader export --to nbgrader-grades.csv` (plain `nbgrader export` would
+overwrite grades.csv); feedback keeps hidden tests and kernel output out, as `grade` does.
 """
 
 from pathlib import Path
@@ -76,7 +78,7 @@ class Job:
     folder: str
     sha256: str = ""
     key: str = ""
-    refused: str = ""  # why it is not graded (a symbolic link), or ""
+    refused: str = ""  # why it is not graded (a symbolic link, an unsafe id), or ""
 
 
 def default_jobs() -> int:
@@ -103,6 +105,8 @@ def discover(submissions: Path, assignments: list[str], shard=None) -> tuple[lis
     Symbolic links are never followed: a linked learner folder, assignment folder or notebook
     (one learner's link to another's work would grade that work twice) gives a job that is
     refused with the link in its reason, one per assignment this run grades for a linked learner.
+    A learner folder whose name is not a safe id (:mod:`.learner_ids`) gives a refused job for
+    each assignment folder in it: its id never reaches nbgrader.
     """
     jobs, ignored, linked = [], [], []
     for student_dir in sorted(p for p in submissions.iterdir() if not p.name.startswith(".")):
@@ -115,11 +119,12 @@ def discover(submissions: Path, assignments: list[str], shard=None) -> tuple[lis
             continue
         if not theirs:
             continue
+        unsafe = refusal(student_dir.name)
         for folder in sorted(p for p in student_dir.iterdir() if not p.name.startswith(".")):
             if folder.name in assignments and (folder.is_symlink() or folder.is_dir()):
                 job_id = f"{folder.name}/{student_dir.name}"
                 job = Job(job_id, student_dir.name, folder.name, str(folder))
-                job.refused = _link_in(folder, submissions)
+                job.refused = unsafe or _link_in(folder, submissions)
                 if not job.refused:
                     job.folder = str(folder.resolve())
                 jobs.append(job)
@@ -308,7 +313,7 @@ def _locked(out: Path):
 def _lost_result(job: Job, why: str, retry: bool = True) -> dict:
     return {
         "version": 1,
-        "student": job.student,
+        "student": printable(job.student),  # a refused id, made inert for grades.csv
         "assignment": job.assignment,
         "key": job.key,
         "sha256": job.sha256,

@@ -44,6 +44,7 @@ class Limits:
     file_size: int = 128 * MIB
     cpu_s: int = 0  # 0: derived from the notebook budget
     tmpfs: int = 512 * MIB  # private /tmp and working folder, each
+    sockets_bytes: int = 64 * MIB  # each kernel's sockets/ folder, where the worker can cap it
     cell_timeout_s: int = 60
     notebook_budget_s: int = 300
     output_bytes: int = 1 * MIB  # per cell; the rest is dropped with a note
@@ -68,6 +69,7 @@ class Isolation:
     setpriv: str | None
     as_root: bool
     uid_base: int = KERNEL_UID_BASE  # this run's block (:func:`claim_uids`)
+    sockets_capped: bool = False  # workers mount a tmpfs per kernel's sockets/ (sockets.py)
 
     @property
     def sandboxed(self) -> bool:
@@ -95,7 +97,7 @@ def _works(argv: list[str]) -> bool:
 
 @functools.cache
 def detect(allow_bwrap: bool = True) -> Isolation:
-    """Probe prlimit, bubblewrap (with all namespaces) and setpriv on this machine."""
+    """Probe prlimit, bubblewrap (with all namespaces), setpriv and a worker's own mounts."""
     prlimit = shutil.which("prlimit")
     bwrap = shutil.which("bwrap") if allow_bwrap else None
     as_root = os.geteuid() == 0
@@ -104,7 +106,9 @@ def detect(allow_bwrap: bool = True) -> Isolation:
         if not _works([*probe, "true"]):
             bwrap = None
     setpriv = shutil.which("setpriv") if as_root else None
-    return Isolation(prlimit=prlimit, bwrap=bwrap, setpriv=setpriv, as_root=as_root)
+    probe = "from autograder.classroom.sockets import probe; probe()"
+    capped = _works([sys.executable, "-P", "-c", probe])
+    return Isolation(prlimit, bwrap, setpriv, as_root, sockets_capped=capped)
 
 
 def describe(iso: Isolation, limits: Limits) -> list[str]:
@@ -145,6 +149,17 @@ def describe(iso: Isolation, limits: Limits) -> list[str]:
     else:
         lines.append(
             "kernels run as this user: the process limit counts all of this user's processes"
+        )
+    if iso.sockets_capped:
+        lines.append(
+            f"each kernel's sockets/ folder is a {limits.sockets_bytes // MIB} MiB tmpfs in its "
+            "worker's own mount namespace: a kernel that fills it is stopped there and flagged"
+        )
+    else:
+        lines.append(
+            "kernels' sockets/ folders have NO total size cap (no mount namespace for workers "
+            f"here): only the {limits.file_size // MIB} MiB per file limit holds; run as root or "
+            "allow user namespaces"
         )
     return lines
 
@@ -340,9 +355,8 @@ def bwrap_argv(
     _system(m, limits)
     for d in ("/tmp/home", "/tmp/mpl", "/tmp/ipython"):
         m.dir(d)
-    if font_cache:
-        for f in Path(font_cache).glob("fontlist*.json"):
-            m.add("--ro-bind", str(f), f"/tmp/mpl/{f.name}")
+    for dest, src in font_files(font_cache).items():
+        m.add("--ro-bind", src, dest)
     m.tmpfs(workdir, limits.tmpfs)
     for name, src in sorted(workdir_files.items()):
         dest = str(Path(workdir) / name)
@@ -360,6 +374,13 @@ def bwrap_argv(
         argv += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
     argv.append("--")
     return argv
+
+
+def font_files(font_cache: str | None) -> dict[str, str]:
+    """matplotlib's font list, as bound read-only into a sandbox: path inside -> path outside."""
+    if not font_cache:
+        return {}
+    return {f"/tmp/mpl/{f.name}": str(f) for f in sorted(Path(font_cache).glob("fontlist*.json"))}
 
 
 def prepare_font_cache(folder: Path) -> Path | None:

@@ -33,12 +33,13 @@ from autograder.classroom.isolation import (
     Isolation,
     Limits,
     bwrap_argv,
+    font_files,
     kernel_env,
     prlimit_argv,
     python_binds,
 )
 from autograder.classroom.launch import visible_files
-from autograder.classroom.sockets import SOCKETS, fresh_runtime, remove_runtime
+from autograder.classroom.sockets import SOCKETS, fresh_runtime, remove_runtime, sockets_full
 from autograder.kernel_channels import KernelManager
 
 MAX_MESSAGE_BYTES = 64 * 1024**2
@@ -110,7 +111,9 @@ class ZygoteServer:
         )
         command = [sys.executable, "-m", "autograder.classroom.zygote"]
         command += [json.dumps(self.modules), str(self.workroot)]
-        command.append(json.dumps([str(self.runtime), str(self.inbox), *python_binds(self.limits)]))
+        fonts = font_files(str(self.font_cache) if self.font_cache else None)
+        protected = [str(self.runtime), str(self.inbox), *python_binds(self.limits), *fonts]
+        command.append(json.dumps(protected))
         return prlimit_argv(self.iso, own_limits) + sandbox + command
 
     def launch(self) -> None:
@@ -264,17 +267,21 @@ class SandboxKernelManager(KernelManager):
     zygote: ZygoteServer | None = None
     runtime_base = Unicode("", help="The folder of the kernels' runtime folders.").tag(config=True)
     kernel_uid = Integer(-1, help="The kernels' uid, if not the grader's.").tag(config=True)
+    sockets_bytes = Integer(
+        0, help="Each kernel's sockets/ as a tmpfs of this size (0: a plain folder)."
+    ).tag(config=True)
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
         self.runtime: Path | None = None
+        self.sockets_full = False  # the kernel filled its capped sockets/ (:mod:`.sockets`)
 
     async def _async_pre_start_kernel(self, **kw):
         if not self.runtime_base:
             raise RuntimeError("SandboxKernelManager.runtime_base is not set (sandbox_settings)")
         uid = self.kernel_uid if self.kernel_uid >= 0 else None
-        self.runtime = fresh_runtime(Path(self.runtime_base), uid)
+        self.runtime = fresh_runtime(Path(self.runtime_base), uid, self.sockets_bytes)
         self.transport = "ipc"
         self.connection_file = str(self.runtime / "kernel.json")
         self.ip = str(self.runtime / SOCKETS / "ipc")
@@ -288,6 +295,7 @@ class SandboxKernelManager(KernelManager):
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
         if not restart and self.runtime is not None:
+            self.sockets_full = self.sockets_full or sockets_full(self.runtime)
             remove_runtime(self.runtime)
 
 

@@ -1,4 +1,8 @@
-"""What a grading run tells the instructor: a progress bar, a summary, the grades CSV."""
+"""What a grading run tells the instructor: a progress bar, a summary, the grades CSV.
+
+Every line goes through :func:`~.learner_ids.printable`: learner ids, flags and error messages
+quote what learners wrote, and an escape sequence in them would run in the instructor's terminal.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import sys
 from pathlib import Path
 
 from autograder.classroom.isolation import Isolation, Limits, describe
+from autograder.classroom.learner_ids import printable
 
 EXIT_OK, EXIT_ERRORS = 0, 2
 
@@ -18,7 +23,7 @@ def _duration(seconds: float) -> str:
 class Summary:
     def __init__(self, out: Path, iso: Isolation, limits: Limits, jobs: int, warm: bool, echo):
         self.out, self.iso, self.limits, self.jobs, self.warm = out, iso, limits, jobs, warm
-        self.echo = echo
+        self.echo = lambda line: echo(printable(line))  # ids and messages hold no escapes
         self.ignored: list[str] = []
         self.identical: list[str] = []  # groups of learners who handed in the same work
         self.skipped = 0
@@ -38,7 +43,8 @@ class Summary:
 
     def progress(self, result: dict) -> None:
         if self._bar is not None:
-            self._bar.set_postfix_str(f"{result['student']}: {result['status']}", refresh=False)
+            line = printable(f"{result['student']}: {result['status']}")
+            self._bar.set_postfix_str(line, refresh=False)
             self._bar.update(1)
 
     def stop_progress(self) -> None:

@@ -37,6 +37,7 @@ from autograder.classroom.kernels import (
 from autograder.classroom.launch import prepare_runtime, write_kernelspec
 from autograder.classroom.run_config import RunConfig
 from autograder.classroom.scan import scan_notebook, withheld_tests
+from autograder.classroom.sockets import own_mounts, share_mounts_below
 from autograder.classroom.structure import SubmissionError, prepare
 from autograder.feedback import sanitize
 from autograder.nbgrader_run import NbgraderRun, kernel_stderr_silenced
@@ -124,6 +125,8 @@ class Worker:
         if self.assignment is not None:
             self.limits = dataclasses.replace(self.limits, package=cfg.packages[self.assignment])
         self.runtime = prepare_runtime(self.root / "k")
+        if self.iso.sockets_capped:  # each kernel's sockets/ a tmpfs, seen by its sandbox too
+            share_mounts_below(self.runtime)
         font_cache = Path(cfg.font_cache) if cfg.font_cache else None
         self.zygote = None
         if cfg.warm and self.iso.sandboxed:  # start importing torch now, copy the course meanwhile
@@ -148,6 +151,8 @@ class Worker:
         os.environ["JUPYTER_PATH"] = str(jupyter)
         self.records = RunRecords()
         config = grading_config(self.limits, self.runtime, cfg.verify, self.records, self.uid)
+        if self.iso.sockets_capped:
+            config.SandboxKernelManager.sockets_bytes = self.limits.sockets_bytes
         self.run = NbgraderRun(self.root / "course", config)
         if self.zygote is not None:
             self.zygote.wait_ready()
@@ -283,6 +288,11 @@ class Worker:
         sanitize(graded.nb)  # a person opens it: no learner script may run there
         path.chmod(0o644)
         nbformat.write(graded.nb, path)
+        if run.get("sockets_full"):
+            flags.append(
+                f"{name}: the kernel filled its sockets/ folder (the "
+                f"{self.limits.sockets_bytes // 1024**2} MiB cap): its writes there failed"
+            )
         notes = []
         if run.get("truncated"):
             notes.append(f"{name}: output of {run['truncated']} cell(s) cut at the cap")
@@ -382,6 +392,8 @@ def main() -> None:
     os.dup2(devnull, 0)
     os.dup2(2, 1)  # whatever prints goes to the worker's log, not into the protocol
     try:
+        if Isolation.from_json(cfg.isolation).sockets_capped:
+            own_mounts()  # first, while this process has one thread
         with kernel_stderr_silenced():
             worker = Worker(cfg, index, home)
     except Exception as err:

@@ -8,7 +8,9 @@ learner code can neither read nor forge the protocol.
 
 Between two notebooks (``reset``) it kills every process of its uid in the sandbox, reaps them
 (it is their subreaper), and empties ``/tmp`` and the working folder, so nothing of one learner
-reaches the next. It is not dumpable, so a kernel cannot ptrace it or write its memory.
+reaches the next: all that stays is what the grader bound there read-only (matplotlib's font
+list, Python), never a name a learner could also write (a learner's own ``fontlist-x.json``).
+It is not dumpable, so a kernel cannot ptrace it or write its memory.
 """
 
 from __future__ import annotations
@@ -105,9 +107,8 @@ class Zygote:
         strays = self._others()
         self.children.clear()
         _empty(Path("/tmp"), KEEP_IN_TMP, self.protected)
-        for name in ("home", "ipython"):
-            _empty(Path("/tmp") / name)
-        _empty(Path("/tmp/mpl"), {p.name for p in Path("/tmp/mpl").glob("fontlist*.json")})
+        for name in KEEP_IN_TMP:  # the grader's font list is a protected bind: nothing else stays
+            _empty(Path("/tmp") / name, protected=self.protected)
         _empty(self.workroot, protected=self.protected)
         strays = [_describe(pid) for pid in strays]
         return {"clean": not strays, "strays": strays, "killed": len(leftover)}

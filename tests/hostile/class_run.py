@@ -33,7 +33,7 @@ from background import Job
 from autograder import paths
 from autograder.build import instructor_notebook_text
 
-from . import loopholes, machine, replay, threads, trust
+from . import ids, loopholes, machine, replay, threads, trust
 
 RELEASE = "release"  # the learner who handed in the untouched release notebook
 
@@ -84,6 +84,7 @@ def write_submissions(subs: Path, canary_folder: Path) -> None:
     for attack in [*attacks, *machine.attacks(canary_folder)]:
         _write(subs, attack.learner, attack.notebook, trust.build(attack, *pairs[attack.notebook]))
     _write_folder_attacks(subs)
+    ids.write(subs, trust.build, pairs)
 
 
 def start(folder: Path, autograder_job) -> Job:
