@@ -287,9 +287,9 @@ def check_absorbed_mla_memory(cls: Callable, *, seed: int = 0, thorough: bool = 
             fail(
                 f"Decoding one token after {P} cached positions, your `{ABSORBED}` did "
                 f"{flops:,} FLOPs, as many as up-projecting the cached latent into every head's "
-                f"keys (2·B·S·d_latent·num_heads·head_dim = {up:,}), even if one head, one "
-                "position or one latent feature at a time, by matrix products or by multiply "
-                "and add: absorb W_UK into the query and W_UV into the output, so "
+                f"keys (2·B·S·d_latent·num_heads·head_dim = {up:,}), even if one head or one "
+                "position at a time, by matrix products or by multiply and add one latent "
+                "feature at a time: absorb W_UK into the query and W_UV into the output, so "
                 "attention reads the cached latent."
             )
         if not close(out, _latent.oracle(module, x, P)):

@@ -22,9 +22,10 @@ learner's own notebook, on the operators learner code runs. A rule wraps the cal
 - ``flops``: the arithmetic, every operator counted: a matrix product by its multiply-adds
   (PyTorch's FLOP formulas), an element-wise operator by the numbers it writes (once per
   operand past the first: ``addcmul`` writes a multiply and an add per number), whether into a
-  new tensor or in place, and any other operator (``mv``, ``dot``, reductions, copies) by twice
-  the numbers it reads. Up-projecting a cache costs as much by multiply and add, one feature at
-  a time, as by one matrix product.
+  new tensor or in place, a product PyTorch has no formula for (``mv``, ``dot``) by twice the
+  numbers it reads, and any other operator (reductions, copies) by the numbers it reads.
+  Up-projecting a cache costs as much by multiply and add, one feature at a time, as by one
+  matrix product.
 
 Sizes count numbers (elements of the memory a tensor owns, whatever its shape says), not bytes:
 the rules bound how much of a (T, S) matrix or an up-projected cache exists, and a loop that
@@ -42,7 +43,6 @@ from dataclasses import dataclass, field
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_map
 
 from . import operators
 
@@ -164,18 +164,18 @@ def _flops(func, args, kwargs, out, given: list, made: list) -> float:
         return 0.0  # a view, however it is spelled (``_unsafe_view``): nothing computed
     packet = func.overloadpacket
     if packet in flop_registry:
-        shape = lambda t: t.shape if isinstance(t, torch.Tensor) else t  # noqa: E731
         try:
-            return float(
-                flop_registry[packet](
-                    *tree_map(shape, list(args)), **kwargs, out_shape=tree_map(shape, out)
-                )
-            )
+            return float(flop_registry[packet](*args, **kwargs, out_val=out))
         except Exception:  # an argument the formula does not take: count what it reads
             pass
     if pointwise:
         return float(max(1, len(given) - 1) * sum(t.numel() for t in made))
-    return 2.0 * sum(t.numel() for t in given)
+    reads = sum(t.numel() for t in given)
+    return 2.0 * reads if func._schema.name in _VECTOR_PRODUCTS else float(reads)
+
+
+# Products PyTorch has no FLOP formula for: a multiply and an add per number read.
+_VECTOR_PRODUCTS = frozenset(f"aten::{n}" for n in "mv addmv dot vdot inner outer addr".split())
 
 
 def _tensors(tree) -> list[torch.Tensor]:
