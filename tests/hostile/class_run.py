@@ -11,7 +11,8 @@
 the trust-boundary attacks of :mod:`hostile.trust`: attacks on cells, a flood of error
 output, and attacks on the folder itself (symlinked folders, formula-like learner ids); answers
 computed out of the recorder's sight (:mod:`hostile.threads`); rules read by their letter
-(:mod:`hostile.loopholes`); and the
+(:mod:`hostile.loopholes`); "how" rules read off the replayed record (:mod:`hostile.records`);
+and the
 attacks on the grading machine of :mod:`hostile.machine` (runtime folders, scripts in outputs).
 
 ``tests/test_hostile_replay.py``, ``tests/test_hostile_trust.py``,
