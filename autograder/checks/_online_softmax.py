@@ -34,19 +34,6 @@ from ._core import CheckFailure, describe, has_nan_or_inf
 
 LOG2E = 1.0 / math.log(2.0)
 # float64 inputs may be accumulated in float32 (the exercise allows it): float32's tolerance
-# PyTorch's fused attention, every way it can be reached: notebook 06's tiled loops must not call it
-# (the backward's check imports it from here, not from nb06_gpu, which imports Triton).
-SDPA_OPS = (
-    "scaled_dot_product_attention",
-    "_scaled_dot_product_attention_math",
-    "_scaled_dot_product_flash_attention_for_cpu",
-    "_scaled_dot_product_flash_attention",
-    "_scaled_dot_product_efficient_attention",
-    "_scaled_dot_product_cudnn_attention",
-    "_scaled_dot_product_fused_attention_overrideable",
-    "multi_head_attention_forward",
-)
-
 _TOL = {torch.float64: 2e-5, torch.float32: 2e-5, torch.float16: 5e-3, torch.bfloat16: 3e-2}
 _TOL_GPU = {torch.float32: 3e-3}  # tl.dot on float32 runs in TF32 on a GPU
 # Beyond the tolerance but within this, an output is a correct loop run at too low a precision

@@ -9,8 +9,10 @@ autograd through ``F.scaled_dot_product_attention`` in float64 (:mod:`._attentio
 also gives ``o`` and ``lse``. Causal attention is aligned bottom-right with ``S >= T``. A wrong
 answer is compared with the closed forms of the classic mistakes, then the learner's function is
 called again on easier inputs (whole blocks, a square causal problem, one block) to say which
-part of the loop is at fault. The memory rule is the forward's: no operator inside the call
-creates a tensor of ``T * S`` elements or more (:func:`track_tensors`).
+part of the loop is at fault. Every call is measured on the operators that ran
+(:mod:`.replay.measure`: in the grader, the kernel's record as recomputed there): an operator of
+PyTorch's attention, or one autograd's engine ran (a backward pass however it was started),
+refuses any cell; the memory rule is the forward's, every tensor alive at once counted.
 """
 
 from __future__ import annotations
@@ -18,9 +20,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-
-from autograder.tools.nb06_gpu import track_tensors
-from autograder.torch_helpers import record_torch_calls
 
 from ._attention_grads import Grads, forward, gradients, variants
 from ._core import (
@@ -31,12 +30,11 @@ from ._core import (
     expect_tensor,
     expect_unmodified,
     fail,
-    find_calls,
     has_nan_or_inf,
     make_generator,
     randint,
 )
-from ._online_softmax import SDPA_OPS
+from .replay.measure import Created, Measured, measure
 
 #: Learner-importable names that would compute the gradients: autograd through either gives them
 #: (the by-hand cell refuses autograd too). In the grading sandbox they keep their names but raise.
@@ -48,17 +46,6 @@ ANSWERS_IN_TOOLS: dict[str, str] = {
 NAME = "tiled_attention_backward"
 _TOL = {torch.float32: 1e-4, torch.float64: 1e-4}
 _GRADS = ("dQ", "dK", "dV")
-_AUTOGRAD = ("grad", "backward", "vjp")
-# Autograd, and PyTorch's own attention backward kernels, would compute the answer for you.
-_NOT_BY_HAND = (
-    *_AUTOGRAD,
-    "_scaled_dot_product_flash_attention_for_cpu_backward",
-    "_scaled_dot_product_flash_attention_backward",
-    "_scaled_dot_product_efficient_attention_backward",
-    "_scaled_dot_product_cudnn_attention_backward",
-    "_flash_attention_backward",
-    "_efficient_attention_backward",
-)
 
 
 def _args(gen, B, nh, T, S, hs, causal, dtype=torch.float32) -> tuple[torch.Tensor, ...]:
@@ -78,11 +65,29 @@ def _inputs(args, block, causal) -> str:
 
 
 def _call(fn, args, block=None, causal=False) -> Grads:
-    """The learner's ``(dq, dk, dv)``, checked for type, shape and dtype; ``block=None`` leaves
-    ``block_size`` and ``causal`` at their defaults."""
+    __tracebackhide__ = True
+    return _measured(fn, args, block, causal)[0]
+
+
+def _measured(fn, args, block=None, causal=False) -> tuple[Grads, Measured]:
+    """The learner's ``(dq, dk, dv)``, checked for type, shape and dtype, and what the call ran;
+    ``block=None`` leaves ``block_size`` and ``causal`` at their defaults."""
     __tracebackhide__ = True
     kwargs = {} if block is None else {"block_size": block, "causal": causal}
-    got = call(fn, NAME, args, kwargs)
+    with measure() as ran:
+        got = call(fn, NAME, args, kwargs)
+    if ran.engine:
+        fail(
+            f"`{NAME}` calls `{ran.engine}` inside autograd's backward pass: write the backward "
+            "by hand, tile by tile, from P = exp(S − L), D = rowsum(dO ∘ O) "
+            "and dS = P ∘ (dP − D); autograd through a tiled forward also keeps every tile's "
+            "weights alive until the backward, T·S numbers in all."
+        )
+    if ran.sdpa:
+        fail(
+            f"`{NAME}` calls `{ran.sdpa}`, PyTorch's own attention: write the backward by hand, "
+            "tile by tile, without autograd or PyTorch's attention."
+        )
     if not isinstance(got, tuple | list) or len(got) != 3:
         fail(f"`{NAME}` should return a tuple (dq, dk, dv), but it returned {type(got).__name__}.")
     q, k, v = args[:3]
@@ -100,7 +105,7 @@ def _call(fn, args, block=None, causal=False) -> Grads:
                 f"{name} is {grad.dtype} for {q.dtype} inputs: accumulate in float32 if you like, "
                 "but return the input dtype."
             )
-    return tuple(got)
+    return tuple(got), ran
 
 
 def _close(got: Grads, want: Grads, tol: float) -> list[bool]:
@@ -238,49 +243,47 @@ def check_backward_causal(fn: Callable, *, seed: int = 0, thorough: bool = False
 
 
 def _memory_cases(thorough: bool):
-    """``(B, nh, T, S, hs, block, causal)``: one head's (T, S) matrix is ≥ 2× every tensor a
-    tiled backward needs (B·nh·T·block for a key block's tile, B·nh·S·hs for dK and dV)."""
-    yield 1, 2, 64, 256, 8, 32, False
-    yield 1, 1, 128, 128, 8, 32, True
+    """``(B, nh, T, S, hs, block, causal)``: one head's (T, S) matrix is at least about twice
+    what a tiled backward holds at once (a few (B, nh, T, block) tiles, dQ, dK and dV)."""
+    yield 1, 2, 128, 512, 8, 32, False
+    yield 1, 1, 128, 256, 8, 16, True
     if thorough:
-        yield 2, 1, 48, 192, 8, 16, True
+        yield 2, 1, 128, 384, 8, 16, True
 
 
-def _memory_advice(big, B, nh, T, S) -> str:
+def _memory_advice(big: Created, B, nh, T, S) -> str:
     if big.dtype == torch.bool or big.shape == (T, S):
         return (
             f"it builds a (T, S) = ({T}, {S}) mask: compare the positions of each tile's queries "
             "and keys instead"
         )
-    if S in big.shape[-2:] and big.numel < B * nh * T * S:
+    if big.numel >= T * S:
+        return (
+            "it materialises a full (T, S) matrix (P, dP or dS): recompute them tile by tile "
+            "from the saved log-sum-exp, which is why the forward saves it"
+        )
+    if S in big.shape[-2:]:
         return "it scores a block of queries against all S keys at once: tile the keys too"
     return (
-        "it materialises a full (T, S) matrix (P, dP or dS): recompute them tile by tile from "
-        "the saved log-sum-exp, which is why the forward saves it"
+        "it keeps every tile's P (or dS) alive at once, a full matrix in pieces: use each tile "
+        "for dV, dK and dQ before computing the next"
     )
 
 
 def check_backward_memory(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
-    """No operator inside the call creates a tensor of ``T * S`` elements or more, on shapes
-    where a tiled backward's largest tensor is at most half of that, and no autograd keeps the
-    tiles alive; the gradients are right."""
+    """The tensors the call creates, each alive until its last use, never hold ``T * S`` numbers
+    at once, on shapes where a tiled backward holds at most about half of that; the gradients
+    are right."""
     __tracebackhide__ = True
     gen = make_generator(seed)
     for B, nh, T, S, hs, block, causal in _memory_cases(thorough):
         args = _args(gen, B, nh, T, S, hs, causal)
-        with track_tensors() as big, record_torch_calls() as names:
-            got = _call(fn, args, block, causal)
-        found = find_calls(names, _AUTOGRAD)
-        if found:
+        got, ran = _measured(fn, args, block, causal)
+        if ran.peak >= T * S:
             fail(
-                f"`{NAME}` calls `{found[0]}`: autograd through a tiled forward keeps every "
-                "tile's weights alive until the backward, T·S numbers in all; recompute each "
-                "tile's P from the saved log-sum-exp instead."
-            )
-        if big.numel >= T * S:
-            fail(
-                f"`{NAME}` created a tensor of shape {big.shape} for T={T}, S={S}, "
-                f"block_size={block}: {_memory_advice(big, B, nh, T, S)}."
+                f"`{NAME}` held {ran.peak:,} numbers at once for T={T}, S={S}, "
+                f"block_size={block}, as many as one head's (T, S) matrix (its largest tensor: "
+                f"{ran.largest.shape}): {_memory_advice(ran.largest, B, nh, T, S)}."
             )
         q, k, v, _, _, do = args
         if not all(_close(got, gradients(q, k, v, do, causal), _TOL[q.dtype])):
@@ -288,20 +291,13 @@ def check_backward_memory(fn: Callable, *, seed: int = 0, thorough: bool = False
 
 
 def check_backward_by_hand(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
-    """The gradients are computed by hand: no autograd, no SDPA, no fused backward kernel."""
+    """The gradients are computed by hand: no operator run by autograd's engine, none of
+    PyTorch's attention (every call of the other checks refuses them too)."""
     __tracebackhide__ = True
     gen = make_generator(seed)
     for causal in (False, True):
         args = _args(gen, 1, 2, 9, 9, 8, causal)
-        with record_torch_calls() as names:
-            got = _call(fn, args, 4, causal)
-        found = find_calls(names, SDPA_OPS + _NOT_BY_HAND)
-        if found:
-            fail(
-                f"`{NAME}` calls `{found[0]}`: write the backward by hand, tile by tile, from "
-                "P = exp(S − L), D = rowsum(dO ∘ O) and dS = P ∘ (dP − D), without autograd or "
-                "PyTorch's attention."
-            )
+        got = _call(fn, args, 4, causal)
         q, k, v, _, _, do = args
         if not all(_close(got, gradients(q, k, v, do, causal), _TOL[q.dtype])):
             fail(f"`{NAME}` is wrong for {_inputs(args, 4, causal)}: fix the values first.")

@@ -12,7 +12,9 @@ key (S < T) must give an all-zero output.
 Known-wrong answers and the diagnosis live in :mod:`._online_softmax`: closed forms of the
 classic online-softmax bugs, built from full score matrices on the checker's side. When none
 matches, the learner's function is called again on easier inputs (one key block, whole blocks
-only) to say which part of the loop is at fault.
+only) to say which part of the loop is at fault. Every call is measured on the operators that
+ran (:mod:`.replay.measure`: in the grader, the kernel's record as recomputed there): PyTorch's
+attention refuses any cell, and the memory rule counts every tensor alive at once.
 """
 
 from __future__ import annotations
@@ -23,8 +25,6 @@ from functools import partial
 import torch
 
 from autograder.tools import triton_support
-from autograder.tools.nb06_gpu import track_tensors
-from autograder.torch_helpers import record_torch_calls
 
 from ._core import (
     CheckFailure,
@@ -34,12 +34,11 @@ from ._core import (
     expect_tensor,
     expect_unmodified,
     fail,
-    find_calls,
     make_generator,
     randint,
 )
-from ._online_softmax import SDPA_OPS as _SDPA_OPS
 from ._online_softmax import close, diagnose, oracle, tolerance
+from .replay.measure import Created, Measured, measure
 
 #: Checks the grader cannot verify outside the kernel: their cells wait for a person.
 UNVERIFIABLE = {
@@ -151,10 +150,23 @@ def _alignment_retry(call_fn, q, k, v, tol):
 # ----------------------------------------------------------------------------- tiled_attention
 
 
-def _call_tiled(fn, q, k, v, block, causal) -> torch.Tensor:
+def _measured_tiled(fn, q, k, v, block, causal) -> tuple[torch.Tensor, Measured]:
+    """The learner's output and what the call ran; PyTorch's attention refused in every cell."""
     __tracebackhide__ = True
     kwargs = {"block_size": block, "causal": causal}
-    return _expect_output(call(fn, TILED, (q, k, v), kwargs), TILED, q, v, _inputs(q, k, v, causal))
+    with measure() as ran:
+        out = call(fn, TILED, (q, k, v), kwargs)
+    if ran.sdpa:
+        fail(
+            f"`{TILED}` calls `{ran.sdpa}`, PyTorch's own attention: build each block's scores "
+            "with q @ kᵀ and combine the blocks with your own running max, sum and output."
+        )
+    return _expect_output(out, TILED, q, v, _inputs(q, k, v, causal)), ran
+
+
+def _call_tiled(fn, q, k, v, block, causal) -> torch.Tensor:
+    __tracebackhide__ = True
+    return _measured_tiled(fn, q, k, v, block, causal)[0]
 
 
 def _tiled_retries(fn, q, k, v, block, causal, tol):
@@ -233,7 +245,10 @@ def check_tiled_values(fn: Callable, *, seed: int = 0, thorough: bool = False) -
     # scores spread over hundreds: exp overflows unless the running max is subtracted
     _check_tiled_case(fn, *_qkv(gen, 1, 2, 6, 24, 8, scale=60.0), 5, False)
     q, k, v = _qkv(gen, 1, 1, 100, 100, 8)  # the default block_size (64) leaves a partial block
-    out = _expect_output(call(fn, TILED, (q, k, v)), TILED, q, v, describe((q, k, v)))
+    with measure() as ran:
+        out = _expect_output(call(fn, TILED, (q, k, v)), TILED, q, v, describe((q, k, v)))
+    if ran.sdpa:
+        fail(f"`{TILED}` calls `{ran.sdpa}`, PyTorch's own attention: write the loop yourself.")
     if not close(out, oracle(q, k, v, False), tolerance(q.dtype)):
         fail("`tiled_attention(q, k, v)` with the default block_size=64 and S=100 is wrong.")
     dtypes = (torch.float64, torch.float16, torch.bfloat16) if thorough else (torch.float64,)
@@ -257,65 +272,67 @@ def check_tiled_causal(fn: Callable, *, seed: int = 0, thorough: bool = False) -
 
 
 def _memory_cases(thorough: bool):
-    """``(B, nh, T, S, hs, block, causal)``: one head's (T, S) scores is ≥ 2× the legitimate
-    largest tensor (B·nh·T·block scores of a key block, B·nh·S·hs for k and v)."""
-    yield 1, 2, 64, 256, 8, 32, False
-    yield 1, 1, 128, 128, 8, 32, True
+    """``(B, nh, T, S, hs, block, causal)``: one head's (T, S) scores are at least twice what a
+    key-tiled loop holds at once (a few (B, nh, T, block) tiles, copies of k and v, the running
+    state), and B·nh·T·S, every head's scores, at least as many."""
+    yield 1, 2, 128, 512, 8, 32, False
+    yield 1, 1, 128, 256, 8, 16, True
     if thorough:
-        yield 2, 1, 48, 192, 8, 16, True
-        yield 1, 1, 96, 200, 16, 48, False
+        yield 2, 1, 128, 384, 8, 16, True
+        yield 1, 1, 128, 400, 16, 24, False
 
 
-def _memory_advice(big, B, nh, T, S) -> str:
+def _memory_advice(big: Created, B, nh, T, S) -> str:
     if big.dtype == torch.bool or big.shape == (T, S):
         return (
             f"it builds a (T, S) = ({T}, {S}) mask, as big as the score matrix: compare the query "
             "positions with the current block's key positions instead, one block at a time"
         )
-    if big.shape[-1] == S and big.numel < B * nh * T * S:
+    if big.numel >= T * S:
+        return "it materialises the full (T, S) score matrix: score one block of keys at a time"
+    if big.shape[-1:] == (S,):
         return (
             "it tiles the queries but still scores every query block against all S keys: loop "
             "over blocks of keys and keep a running max, sum and output per query"
         )
-    return "it materialises the full (T, S) score matrix: score one block of keys at a time"
+    return (
+        "it keeps every block's scores alive at once, the score matrix in pieces: consume each "
+        "block into the running max, sum and output before scoring the next"
+    )
 
 
 def check_tiled_memory(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
-    """``tiled_attention`` never creates a tensor as large as one head's (T, S) score matrix.
+    """``tiled_attention`` never holds as many numbers as one head's (T, S) score matrix.
 
-    Precisely: no operator inside the call *creates* (views do not count) a tensor with
-    ``T * S`` or more elements, on shapes where a correct key-tiled implementation's largest
-    tensor is at most half of that. The output must also be right.
+    Precisely: the tensors the call's operators create (views and in-place results create none),
+    each alive from the operator that made it to the last one that reads it, never hold ``T * S``
+    numbers at once (:mod:`.replay.measure`), on shapes where a correct key-tiled loop holds at
+    most half of that. Chunks each under the bar but alive together count together. The output
+    must also be right.
     """
     __tracebackhide__ = True
     gen = make_generator(seed)
     for B, nh, T, S, hs, block, causal in _memory_cases(thorough):
         q, k, v = _qkv(gen, B, nh, T, S, hs)
-        with track_tensors() as big:
-            out = _call_tiled(fn, q, k, v, block, causal)
-        if big.numel >= T * S:
+        out, ran = _measured_tiled(fn, q, k, v, block, causal)
+        if ran.peak >= T * S:
             fail(
-                f"`{TILED}` created a tensor of shape {big.shape} for T={T}, S={S}, "
-                f"block_size={block}: {_memory_advice(big, B, nh, T, S)}."
+                f"`{TILED}` held {ran.peak:,} numbers at once for T={T}, S={S}, "
+                f"block_size={block}, as many as one head's (T, S) scores (its largest tensor: "
+                f"{ran.largest.shape}): {_memory_advice(ran.largest, B, nh, T, S)}."
             )
         if not close(out, oracle(q, k, v, causal), tolerance(q.dtype)):
             fail(f"`{TILED}` is wrong for {_inputs(q, k, v, causal, block)}: fix the values first.")
 
 
 def check_tiled_no_sdpa(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
-    """``tiled_attention`` computes attention itself: no SDPA or fused attention call."""
+    """``tiled_attention`` computes attention itself: none of PyTorch's attention operators runs
+    (every call of the other checks refuses them too)."""
     __tracebackhide__ = True
     gen = make_generator(seed)
     for causal in (False, True):
         q, k, v = _qkv(gen, 1, 2, 9, 9, 8)
-        with record_torch_calls() as names:
-            out = _call_tiled(fn, q, k, v, 4, causal)
-        found = find_calls(names, _SDPA_OPS)
-        if found:
-            fail(
-                f"`{TILED}` calls `{found[0]}`: build each block's scores with q @ kᵀ and combine "
-                "the blocks with your own running max, sum and output."
-            )
+        out = _call_tiled(fn, q, k, v, 4, causal)
         if not close(out, oracle(q, k, v, causal), tolerance(q.dtype)):
             fail(f"`{TILED}` is wrong for {_inputs(q, k, v, causal, 4)}: fix the values first.")
 

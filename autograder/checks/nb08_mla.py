@@ -9,7 +9,9 @@ The oracle (:mod:`._latent`) is DeepSeek's computation in float64 with
 normalised latent ``(B, S, dc)`` and the rotated RoPE key ``(B, S, dr)``. Decoding in pieces must
 equal the full causal pass. The absorbed module must give the same outputs and cache from the
 same weights, and decoding one token must never build a tensor as large as the up-projected keys
-(or values) of the whole cache: that is what absorbing W_UK and W_UV buys.
+(or values) of the whole cache, nor do the arithmetic of making them, by any operators (what
+the step ran, :mod:`.replay.measure`: in the grader, the kernel's record as recomputed there):
+that is what absorbing W_UK and W_UV buys.
 """
 
 from __future__ import annotations
@@ -18,9 +20,7 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
-from torch.utils.flop_counter import FlopCounterMode
 
-from autograder.tools.nb06_gpu import track_tensors
 from autograder.torch_helpers import one_thread
 
 from . import _latent
@@ -40,6 +40,7 @@ from ._core import (
 )
 from .nb04_rope import OPERATORS as ROPE_OPERATORS
 from .nb04_rope import _restarted, rotate
+from .replay.measure import measure
 
 #: What learner code may run: notebook 04's operators with rotary embeddings (PyTorch's
 #: attention, complex rotations); ``nn.RMSNorm`` runs as element-wise operators on the CPU.
@@ -260,7 +261,8 @@ def _memory_configs(thorough: bool):
 def check_absorbed_mla_memory(cls: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """Decoding one token after P cached positions creates no tensor as large as the cache's
     up-projected keys or values (B·S·nh·head_dim numbers), and costs fewer FLOPs than making
-    them; the output is right."""
+    them, every operator counted (element-wise ones by the numbers they write, in place or not:
+    :mod:`.replay.measure`); the output is right."""
     __tracebackhide__ = True
     gen = make_generator(seed)
     for config, B, P in _memory_configs(thorough):
@@ -269,10 +271,9 @@ def check_absorbed_mla_memory(cls: Callable, *, seed: int = 0, thorough: bool = 
         x = randn(gen, B, P + 1, C, dtype=torch.float32)  # (B, S, C)
         c, k_raw = _latent.latent(module, x[:, :P])  # (B, P, dc), (B, P, dr)
         past = (c.float(), rotate(k_raw, torch.arange(P)).float())
-        counter = FlopCounterMode(display=False)
-        with track_tensors() as big, counter:
+        with measure() as ran:
             out, _, _ = _forward(module, x[:, P:], past, ABSORBED)
-        limit = B * (P + 1) * nh * hd
+        big, limit = ran.largest, B * (P + 1) * nh * hd
         if big.numel >= limit:
             fail(
                 f"Decoding one token after {P} cached positions, your `{ABSORBED}` created a "
@@ -281,13 +282,14 @@ def check_absorbed_mla_memory(cls: Callable, *, seed: int = 0, thorough: bool = 
                 "absorb W_UK into the query (q_nope @ W_UK per head) and W_UV into the output "
                 "(the attention's latent output @ W_UVᵀ), so attention reads the cached latent."
             )
-        flops, up = counter.get_total_flops(), 2 * B * (P + 1) * dc * nh * hd
+        flops, up = int(ran.flops), 2 * B * (P + 1) * dc * nh * hd
         if flops >= up:
             fail(
                 f"Decoding one token after {P} cached positions, your `{ABSORBED}` did "
                 f"{flops:,} FLOPs, as many as up-projecting the cached latent into every head's "
                 f"keys (2·B·S·d_latent·num_heads·head_dim = {up:,}), even if one head or one "
-                "position at a time: absorb W_UK into the query and W_UV into the output, so "
+                "position at a time, by matrix products or by multiply and add one latent "
+                "feature at a time: absorb W_UK into the query and W_UV into the output, so "
                 "attention reads the cached latent."
             )
         if not close(out, _latent.oracle(module, x, P)):

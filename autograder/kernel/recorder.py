@@ -1,7 +1,8 @@
 """Run one learner call and record what it did, as the trusted grader needs it to recompute.
 
 For one call the record holds: the call's input tensors by path (each numbered as a *ref*), every
-ATen operator it ran as PyTorch's dispatcher saw it (each tensor argument named by ref: an input,
+ATen operator it ran as PyTorch's dispatcher saw it (marked ``engine`` when autograd's engine ran
+it, for a backward pass) (each tensor argument named by ref: an input,
 an earlier operator's output, or a *constant* carried by value), the torch functions it called by
 name, its outcome (the result as refs, or the error it raised) and the state it left on every
 module the grader watches. A record is a claim: the grader believes none of it without
@@ -158,6 +159,8 @@ class _Tracer(TorchDispatchMode):
         kwargs = kwargs or {}
         entry = {"op": func._schema.name, "overload": func._overloadname}
         entry["grad"] = torch.is_grad_enabled()
+        if torch._C._current_autograd_node() is not None:  # a backward pass autograd runs
+            entry["engine"] = True
         entry["args"] = self.refs.arguments(list(args), self.ops)
         entry["kwargs"] = self.refs.arguments(kwargs, self.ops)
         out = func(*args, **kwargs)

@@ -11,7 +11,8 @@
 the trust-boundary attacks of :mod:`hostile.trust`: attacks on cells, a flood of error
 output, and attacks on the folder itself (symlinked folders, formula-like learner ids); answers
 computed out of the recorder's sight (:mod:`hostile.threads`); rules read by their letter
-(:mod:`hostile.loopholes`); and the
+(:mod:`hostile.loopholes`); "how" rules read off the replayed record (:mod:`hostile.records`);
+and the
 attacks on the grading machine of :mod:`hostile.machine` (runtime folders, scripts in outputs).
 
 ``tests/test_hostile_replay.py``, ``tests/test_hostile_trust.py``,
@@ -33,7 +34,7 @@ from background import Job
 from autograder import paths
 from autograder.build import instructor_notebook_text
 
-from . import ids, loopholes, machine, replay, threads, trust
+from . import ids, loopholes, machine, records, replay, threads, trust
 
 RELEASE = "release"  # the learner who handed in the untouched release notebook
 
@@ -80,7 +81,8 @@ def write_submissions(subs: Path, canary_folder: Path) -> None:
         for learner, nb in replay.submissions(solution, release).items():
             _write(subs, learner, nb_id, nb)
     machine.write_canary(canary_folder)
-    attacks = [*trust.ATTACKS, *threads.ATTACKS, *loopholes.attacks(), trust.ERROR_FLOOD_ATTACK]
+    attacks = [*trust.ATTACKS, *threads.ATTACKS, *loopholes.attacks(), *records.ATTACKS]
+    attacks.append(trust.ERROR_FLOOD_ATTACK)
     for attack in [*attacks, *machine.attacks(canary_folder)]:
         _write(subs, attack.learner, attack.notebook, trust.build(attack, *pairs[attack.notebook]))
     _write_folder_attacks(subs)

@@ -6,8 +6,10 @@ indexing, masks and factories. Fused operators (built-in softmax, attention kern
 multi-head attention, masked softmax, layer norms, ...) are in none of the groups, so a check
 sees them only where a notebook adds them on purpose: :data:`SOFTMAX` (with the losses built
 on it) everywhere, since notebook 01's own rules name it; :data:`SDPA` where PyTorch's attention
-is allowed; :data:`MODEL` where learner code runs the tiny transformer. A check module sets
-what its checks allow in ``OPERATORS``; :data:`DEFAULT` otherwise.
+is allowed (every operator it runs that a by-hand solution never does, ``_safe_softmax``
+included: the rules that forbid PyTorch's attention read this list, :mod:`.measure`);
+:data:`MODEL` where learner code runs the tiny transformer. A check module sets what its checks
+allow in ``OPERATORS``; :data:`DEFAULT` otherwise.
 
 A check judges operators, not overloads: ``aten::_softmax`` is one name whichever overload ran.
 That holds for the torch functions the kernel says learner code called too (:func:`judge_claims`):
@@ -72,14 +74,18 @@ def _pointwise() -> frozenset[str]:
 
 
 BY_HAND = _pointwise() | _names(" ".join((_VIEWS, _REDUCTIONS, _PRODUCTS, _FACTORIES, _GRADIENTS)))
-SOFTMAX = _names("_softmax _log_softmax _safe_softmax softmax log_softmax " + _LOSSES)
+SOFTMAX = _names("_softmax _log_softmax softmax log_softmax " + _LOSSES)
+# ``_safe_softmax`` is the softmax of SDPA's math backend (rows with no allowed key give zeros),
+# reached from nothing a learner writes by hand: where SDPA is not allowed, neither is it.
 SDPA = _names(
-    """scaled_dot_product_attention _scaled_dot_product_attention_math
+    """scaled_dot_product_attention _scaled_dot_product_attention_math _safe_softmax
     _scaled_dot_product_flash_attention _scaled_dot_product_flash_attention_for_cpu
     _scaled_dot_product_efficient_attention _scaled_dot_product_cudnn_attention
     _scaled_dot_product_fused_attention_overrideable _fused_sdp_choice
     _scaled_dot_product_flash_attention_for_cpu_backward
-    _scaled_dot_product_flash_attention_backward _scaled_dot_product_efficient_attention_backward"""
+    _scaled_dot_product_flash_attention_backward _scaled_dot_product_efficient_attention_backward
+    _scaled_dot_product_cudnn_attention_backward _flash_attention_forward
+    _efficient_attention_forward _flash_attention_backward _efficient_attention_backward"""
 )
 DEFAULT = BY_HAND | SOFTMAX
 # What the tiny transformer of notebook 07 runs besides attention.
@@ -91,8 +97,7 @@ MODEL = _names(
 # Fused kernels no check allows: named here only so that the refusal can say what they are.
 FUSED = _names(
     """_masked_softmax _native_multi_head_attention _transformer_encoder_layer_fwd
-    native_layer_norm layer_norm native_dropout _flash_attention_forward
-    _efficient_attention_forward _triton_multi_head_attention"""
+    native_layer_norm layer_norm native_dropout _triton_multi_head_attention"""
 )
 
 

@@ -23,6 +23,9 @@ here, from the grader's inputs. The rerun refuses:
   :data:`.budget.MAX_FLOPS` or :data:`.budget.MAX_BYTES`, stops the rerun before anything is
   computed.
 
+An operator the recorder marks as run by autograd's engine is recomputed as such for the
+checks' rules (:func:`.measure.engine_replayed`).
+
 A rerun keeps a *trace*: each operator's output shapes and the Python values it returned
 (``.item()``, ``bool(t)``). A second rerun of the same record on other inputs
 (:mod:`.fresh`) is given the first one's trace as ``expected``: where they part, the learner's
@@ -34,6 +37,7 @@ Shape legend: none; this module recomputes tensors of any shape.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +48,7 @@ from autograder.kernel.codec import Opaque, ReplayError, decode_tensor, decode_v
 
 from . import operators
 from .budget import Budget, quiet
+from .measure import engine_replayed
 from .writes import refuse_writes
 
 MAX_LITERALS = 32  # distinct literal numbers per call
@@ -120,8 +125,9 @@ class Rerun:
         refuse_writes(op, args, kwargs, self.protected)
         _count_literals(op, args, kwargs, literals)
         self.budget.charge(op, args, kwargs)
+        engine = engine_replayed(True) if entry.get("engine") is True else contextlib.nullcontext()
         try:
-            with torch.set_grad_enabled(entry.get("grad") is True):
+            with torch.set_grad_enabled(entry.get("grad") is True), engine:
                 out = op(*args, **kwargs)
         except Exception as err:
             if self.expected is not None:
