@@ -34,7 +34,7 @@ from ._core import (
     randint,
     randn,
 )
-from .nb03_masking import _causal, _diagnose, _expect_mask, _tril
+from .nb03_masking import META, _call_on_meta, _causal, _diagnose, _expect_mask, _tril
 
 #: Learner-importable names that would compute these answers: notebook 03's tool hands out the
 #: causal half of the window mask (its notebook withholds it too).
@@ -110,7 +110,8 @@ def _call_mask(fn: Callable, T: int, W: int, S: int | None) -> torch.Tensor:
 def check_sliding_window_mask_values(
     sliding_window_mask: Callable, *, seed: int = 0, thorough: bool = False
 ) -> None:
-    """``sliding_window_mask(T, window, S)``: query p sees keys p - W + 1 … p; S defaults to T."""
+    """``sliding_window_mask(T, window, S)``: query p sees keys p - W + 1 … p; S defaults to T;
+    the mask is made on ``device``."""
     __tracebackhide__ = True
     gen = make_generator(seed)
     cases = [(6, 3, None), (5, 1, None), (2, 3, 7), (1, 4, 9), (4, 8, 6), (5, 5, None)]
@@ -127,6 +128,11 @@ def check_sliding_window_mask_values(
             "exactly when p - W < j <= p, with p = S - T + i the query's position."
         )
         _diagnose(out, window_mask(T, S, W), functools.partial(_mask_variants, T, S, W), generic)
+    hint = "create the positions on `device` (torch.arange(S, device=device))"
+    for device in (META, "meta"):
+        out = _call_on_meta(sliding_window_mask, MASK, (3, 2), {"S": 5, "device": device}, hint)
+        if isinstance(out, torch.Tensor) and out.device != META:
+            fail(f"`{MASK}` returned a mask on {out.device} for device={device!r}: {hint}.")
 
 
 # ------------------------------------------------------------------- the rolling cache

@@ -238,3 +238,14 @@ CORRECT = (
 )
 STUBS = [(MASK, stub), (UPDATE, stub), (STEP, stub)]
 REPLAY = [MASK, UPDATE, STEP]
+
+
+# ------------------------------------------------ issue 45: the mask's device
+
+
+def _mask_ignores_device(T, window, S=None, device=None):
+    """Right values, made on the default device whatever ``device`` says."""
+    return mask_positions(T, window, S)
+
+
+MISTAKES += [Mistake("mask: ignores device", _mask_ignores_device, MASK, "device=device")]
