@@ -161,6 +161,9 @@ def _update_variants(sequence, buffer, start, T, W) -> dict[str, torch.Tensor]:
     past = min(start, W - 1)
     slots = torch.arange(start - past, start) % W  # (past,): where the old positions sit
     new = sequence[:, :, start : start + T]  # (B, nkv, T, hs)
+    written = buffer.clone()  # (B, nkv, W, hs): the ring after the write
+    written[:, :, torch.arange(start, start + T) % W] = new
+    always = torch.arange(start - W + 1, start) % W  # (W - 1,): full or not
     variants = {
         f"`{UPDATE}` returns the cached keys in slot order: once the ring has wrapped, slot 0 no "
         "longer holds the oldest position, so read slots (start - n) % W … (start - 1) % W, "
@@ -174,6 +177,13 @@ def _update_variants(sequence, buffer, start, T, W) -> dict[str, torch.Tensor]:
         f"`{UPDATE}` returns the whole buffer before the cache is full: slots that were never "
         "written hold garbage, so return only the positions written so far.": torch.cat(
             [buffer, new], dim=2
+        ),
+        f"`{UPDATE}` reads the old positions after writing the new ones: position p + W lands "
+        "on the slot of position p, which the first new queries still need, so read the old "
+        "positions before you write.": torch.cat([written[:, :, slots], new], dim=2),
+        f"`{UPDATE}` returns W - 1 old positions before the ring holds that many: slots never "
+        "written hold garbage, so take only min(start, W - 1) old positions.": torch.cat(
+            [buffer[:, :, always], new], dim=2
         ),
     }
     return variants
