@@ -594,3 +594,18 @@ MISTAKES += [
     Mistake("absorbed: weight read (nh, dc, 2hd)", AbsorbedTransposedView, MATCHES, "in_features"),
     Mistake("absorbed: copied in __init__", AbsorbedCopiedInInit, MATCHES, "built with"),
 ]
+
+
+def _bytes_fp32_default(num_layers, d_latent, d_rope, seq_len, batch_size=1, bytes_per_value=4):
+    return num_layers * (d_latent + d_rope) * seq_len * batch_size * bytes_per_value
+
+
+MISTAKES += [
+    Mistake("bytes: float32 default", _bytes_fp32_default, BYTES, "defaults to 2"),
+    Mistake(
+        "bytes: no seq_len",
+        _bytes(lambda L, dc, dr, S, B, w: L * (dc + dr) * B * w),
+        BYTES,
+        "multiply by seq_len",
+    ),
+]
