@@ -192,6 +192,6 @@ def _bias_future_zero(slopes, T, S=None):
 
 
 MISTAKES += [
-    Mistake("slopes: next power of two cut", _slopes_next_power_cut, SLOPES, "every other one"),
+    Mistake("slopes: next power of two cut", _slopes_next_power_cut, SLOPES, "before cutting"),
     Mistake("bias: future keys 0", _bias_future_zero, BIAS, "a bias of 0"),
 ]
