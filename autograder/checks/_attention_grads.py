@@ -112,7 +112,18 @@ def variants(q, k, v, do, causal: bool, block: int) -> dict[str, Grads]:
         "Your dQ and dK are 1/√hs too small: the scale belongs once in dQ = dS K · (1/√hs), not "
         "also in dS.": _chain(q, k, v, o, do, p, dq_scale=c * c, dk_scale=c * c),
     }
+    out[
+        "Your dQ and dK match D = rowsum(P) = 1: D is rowsum(dO ∘ O) per query (which equals "
+        "rowsum(P ∘ dP) over the whole row), computed once before the loop."
+    ] = _chain(q, k, v, o, do, p, D=torch.ones_like(L))
     if math.ceil(S / block) > 1:
+        pdp = F.pad(p * (do @ v.transpose(-2, -1)), (0, math.ceil(S / block) * block - S))
+        tile_d = pdp.unflatten(-1, (-1, block)).sum(-1).repeat_interleave(block, -1)[..., :S]
+        out[
+            "Your dQ and dK match D taken from each tile alone, rowsum(P ∘ dP) over the tile's "
+            "keys: D = rowsum(dO ∘ O) sums over the whole row (every key block), so compute it "
+            "once per query before the loop."
+        ] = _chain(q, k, v, o, do, p, D=tile_d)
         _, tile_lse = _per_block(s, block, lambda b: torch.logsumexp(b, -1))  # (B, nh, T, S)
         out[
             "Your gradients match P = softmax of each tile on its own: a tile holds only part of "

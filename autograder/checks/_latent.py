@@ -20,6 +20,7 @@ spread over whole heads, another scale...), to name a learner's mistake;
 from __future__ import annotations
 
 import math
+import weakref
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +30,11 @@ from ._core import fail
 from .nb04_rope import rotate
 
 LAYERS = ("wq", "wkv_a", "wkv_b", "wo")
+MLA_NAME = "MultiHeadLatentAttention"
+
+#: The weights each learner module was built with, before the check drew its own: a module that
+#: copies or merges them in ``__init__`` keeps computing with these.
+INITIAL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _widths(C: int, nh: int, dc: int, hd: int, dr: int) -> dict[str, tuple[int, int]]:
@@ -127,6 +133,7 @@ def oracle(
     past: bool = True,
     k_positions: torch.Tensor | None = None,
     q_positions: torch.Tensor | None = None,
+    weights: dict[str, torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Multi-head latent attention's output ``(B, T, C)`` for positions ``start:`` of ``x (B, S,
     C)``, keys at ``0 … S-1``, in float64.
@@ -136,18 +143,23 @@ def oracle(
     head's full ``[nope | rope]`` query and key turned together), or ``"latent"`` (the latent
     turned too, before the up-projection). ``swap`` takes the values from
     each head's first ``hd`` rows of ``wkv_b`` and the keys from the last; ``mask`` is
-    ``"bottom-right"``, ``"top-left"`` or ``"none"``; ``past=False`` drops the earlier keys.
+    ``"bottom-right"``, ``"top-left"`` or ``"none"``; ``past=False`` drops the earlier keys;
+    ``weights`` stands in for ``wq``, ``wkv_b`` or ``wo``'s weight (a stale or misread copy).
     """
     nh, hd, dr, _ = dims(module)
     B, S, _ = x.shape
-    q = x[:, start:].double() @ module.wq.weight.double().T  # (B, T, nh * (hd + dr))
+
+    def weight(layer: str) -> torch.Tensor:
+        return (weights or {}).get(layer, getattr(module, layer).weight).double()
+
+    q = x[:, start:].double() @ weight("wq").T  # (B, T, nh * (hd + dr))
     q_nope, q_rope = _split(q, nh, [hd, dr], q_blocked)  # (B, nh, T, hd), (B, nh, T, dr)
     c, k_rope = latent(module, x, norm)  # (B, S, dc), (B, S, dr)
     k_positions = torch.arange(S) if k_positions is None else k_positions  # (S,)
     q_positions = torch.arange(start, S) if q_positions is None else q_positions  # (T,)
     if rope == "latent":
         c = rotate(c, k_positions)
-    kv = c @ module.wkv_b.weight.double().T  # (B, S, nh * 2hd)
+    kv = c @ weight("wkv_b").T  # (B, S, nh * 2hd)
     k_nope, v = _split(kv, nh, [hd, hd], kv_blocked)  # (B, nh, S, hd) each
     if swap:
         k_nope, v = v, k_nope
@@ -170,7 +182,7 @@ def oracle(
         allowed = torch.ones(T, S, dtype=torch.bool).tril(offset)  # (T, S)
     scale = 1 / math.sqrt(hd + dr) if scale is None else scale
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=scale)  # (B,nh,T,hd)
-    return out.transpose(1, 2).reshape(B, T, nh * hd) @ module.wo.weight.double().T  # (B, T, C)
+    return out.transpose(1, 2).reshape(B, T, nh * hd) @ weight("wo").T  # (B, T, C)
 
 
 def full_pass_variants(module, x, start: int, name: str) -> dict[str, torch.Tensor]:
@@ -180,10 +192,24 @@ def full_pass_variants(module, x, start: int, name: str) -> dict[str, torch.Tens
     def wrong(**how) -> torch.Tensor:
         return oracle(module, x, start, **how)
 
-    variants = {
+    no_rope = (
         f"Your `{name}` leaves the decoupled RoPE part out of the scores: add q_rope · k_rope "
         "(concatenate [q_nope, q_rope] and [k_nope, k_rope] per head), else attention cannot "
-        "tell positions apart.": wrong(rope="none", scale=1 / math.sqrt(hd)),
+        "tell positions apart"
+    )
+    blocked = (
+        "DeepSeek's layout gives each head [k_nope | v] side by side, so view it as "
+        "(B, S, num_heads, 2 * head_dim) before splitting"
+    )
+    if name != MLA_NAME:
+        blocked = (
+            "DeepSeek's layout keeps each head's W_UK and W_UV side by side in wkv_b's rows, so "
+            "view the weight as (num_heads, 2 * head_dim, d_latent): W_UK is [:, :head_dim], "
+            "W_UV [:, head_dim:]"
+        )
+    variants = {
+        f"{no_rope}.": wrong(rope="none", scale=1 / math.sqrt(hd)),
+        f"{no_rope} (the scale 1/√(head_dim + d_rope) stays).": wrong(rope="none"),
         f"Your `{name}` rotates every feature of each head's query and key, k_nope included: "
         "outputs still depend on positions, but a rotation that depends on the key's position "
         "then sits between the query and W_UK, so W_UK can no longer be absorbed; rotate only "
@@ -202,9 +228,8 @@ def full_pass_variants(module, x, start: int, name: str) -> dict[str, torch.Tens
         "first and W_UV second (absorb W_UK into the query, W_UV into the output).": wrong(
             swap=True
         ),
-        f"Your `{name}` splits wkv_b's output into all heads' keys then all heads' values: "
-        "DeepSeek's layout gives each head [k_nope | v] side by side, so view it as "
-        "(B, S, num_heads, 2 * head_dim) before splitting.": wrong(kv_blocked=True),
+        f"Your `{name}` splits wkv_b into all heads' keys then all heads' values: "
+        f"{blocked}.": wrong(kv_blocked=True),
         f"Your `{name}` splits wq's output into all heads' q_nope then all heads' q_rope: each "
         "head gets [q_nope | q_rope] side by side, so view it as (B, T, num_heads, head_dim + "
         "d_rope) before splitting.": wrong(q_blocked=True),
@@ -219,6 +244,22 @@ def full_pass_variants(module, x, start: int, name: str) -> dict[str, torch.Tens
             "from it then change with the key's position, so W_UK can no longer be absorbed into "
             "the query; rotate only q_rope and the shared k_rope."
         ] = wrong(rope="latent")
+    w = module.wkv_b.weight
+    misread = w.reshape(nh, dc, 2 * hd).transpose(1, 2).reshape(w.shape)  # per head, transposed
+    variants[
+        f"Your `{name}` reads wkv_b's weight as (num_heads, d_latent, 2 * head_dim): nn.Linear "
+        "stores it as (out_features, in_features), so view it as (num_heads, 2 * head_dim, "
+        "d_latent), W_UK = [:, :head_dim] and W_UV = [:, head_dim:]."
+    ] = wrong(weights={"wkv_b": misread})
+    initial = INITIAL.get(module)
+    if initial is not None:
+        stale = (
+            f"Your `{name}` computes with the weights it was built with: matrices copied or "
+            "merged in __init__ miss every later change (a loaded state dict, training), so "
+            "read self.wkv_b.weight (and wq, wo) in forward"
+        )
+        variants[f"{stale}."] = wrong(weights={"wkv_b": initial["wkv_b"]})
+        variants[f"{stale} (all three are stale here)."] = wrong(weights=initial)
     if nh == 1:  # blocked and side-by-side layouts are the same for one head
         variants = {why: t for why, t in variants.items() if "side by side" not in why}
     return variants

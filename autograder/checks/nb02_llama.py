@@ -108,14 +108,23 @@ def _rms_variants(x, w, eps) -> dict[str, torch.Tensor]:
     }
 
 
-def _norm_case(cls, gen, C, eps, lead, scale) -> None:
+#: Within these of nn.RMSNorm: float64 inputs; bfloat16 ones, where rounding each step in
+#: bfloat16 (as computing in x's dtype does) costs a few of its 2⁻⁸ steps.
+_NORM_TOL = {torch.float64: 1e-5, torch.bfloat16: 3e-2}
+#: A float64 output this close, but not closer, was computed in half precision somewhere.
+_HALF_TOL = 2e-2
+
+
+def _norm_case(cls, gen, C, eps, lead, scale, dtype=torch.float64) -> None:
     __tracebackhide__ = True
     kwargs = {} if eps is None else {"eps": eps}
     norm = _build(cls, NORM, (C,), kwargs)
     weight = _norm_weight(norm, C)
     with torch.no_grad():
         weight.copy_(1 + randn(gen, C) / 2)
-    x = scale * randn(gen, *lead, C)  # (..., C)
+    norm.to(dtype)
+    weight = weight.to(dtype).double()  # the weight the module holds, in float64
+    x = (scale * randn(gen, *lead, C)).to(dtype)  # (..., C)
     before = x.clone()
     with record_torch_calls() as names, torch.no_grad():
         out = expect_tensor(call(norm, f"{NORM}.forward", (x,)), f"{NORM}.forward")
@@ -127,17 +136,30 @@ def _norm_case(cls, gen, C, eps, lead, scale) -> None:
         )
     _core.expect_unmodified([before], [x], f"{NORM}.forward")
     expect_shape(out, x.shape, f"The output of `{NORM}`", describe((x,)))
+    if dtype != torch.float64 and out.dtype == torch.float32:
+        fail(
+            f"Your RMSNorm returns float32 for {dtype} input and weight: computing in float32 is "
+            "right (nn.RMSNorm and Llama do), but cast the result back to the input's dtype, "
+            ".type_as(x) or .to(x.dtype), as nn.RMSNorm returns it."
+        )
     expect_dtype(out, x.dtype, f"The output of `{NORM}`")
     eps = 1e-6 if eps is None else eps
     real = nn.RMSNorm(C, eps=eps, dtype=torch.float64)
     with torch.no_grad():
         real.weight.copy_(weight)
-        want = real(x)
-    if close(out, want):
+        want = real(x.double())
+    out, x = out.double(), x.double()
+    if close(out, want, _NORM_TOL[dtype], _NORM_TOL[dtype]):
         return
     if kwargs == {} and close(out, nn.RMSNorm(C, eps=1e-5, dtype=torch.float64)(x) * weight):
         fail(f"`{NORM}(dim)` should default to eps=1e-6, Llama's value (nn.LayerNorm's is 1e-5).")
     why = first_match(out, _rms_variants(x, weight.detach(), eps))
+    if why is None and close(out, want, _HALF_TOL, _HALF_TOL):
+        why = (
+            f"Your RMSNorm agrees with nn.RMSNorm to 2 or 3 digits only for {dtype} input: a "
+            "step runs in half precision (bfloat16 or float16 keep 3 digits); compute in x's "
+            "dtype, or in float32 at least, then cast back to x.dtype."
+        )
     fail(
         why
         or f"Your RMSNorm differs from nn.RMSNorm(C, eps={eps}) with the same weight for input "
@@ -147,7 +169,8 @@ def _norm_case(cls, gen, C, eps, lead, scale) -> None:
 
 def check_rmsnorm(cls: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """``RMSNorm(dim, eps=1e-6)`` equals ``nn.RMSNorm`` holding the same weight: inputs whose
-    mean square is near eps (so eps's place shows), the default eps, a weight but no bias."""
+    mean square is near eps (so eps's place shows), the default eps, a weight but no bias; a
+    bfloat16 module and input give bfloat16 back, as nn.RMSNorm does."""
     __tracebackhide__ = True
     gen = make_generator(seed)
     cases = [(8, 0.1, (2, 3), 0.3), (5, 1e-6, (4,), 1.0), (6, None, (2, 2), 1e-3)]
@@ -155,6 +178,7 @@ def check_rmsnorm(cls: Callable, *, seed: int = 0, thorough: bool = False) -> No
         cases += [(randint(gen, 2, 24), 0.05, (randint(gen, 1, 3), 5), 0.2) for _ in range(2)]
     for C, eps, lead, scale in cases:
         _norm_case(cls, gen, C, eps, lead, scale)
+    _norm_case(cls, gen, 16, None, (2, 3), 4.0, torch.bfloat16)
 
 
 # -------------------------------------------------------------------------------- SwiGLU

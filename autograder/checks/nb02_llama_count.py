@@ -14,6 +14,7 @@ matrices. The width's is the rule of Meta's Llama code, ``int(2 · 4C / 3)``, ti
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from torch import nn
@@ -38,6 +39,12 @@ PUBLISHED = {
 def _int(fn, name, args, kwargs) -> int:
     __tracebackhide__ = True
     got = call(fn, name, args, kwargs)
+    if isinstance(got, float) and kwargs.get("ffn_dim_multiplier") is not None:
+        fail(
+            f"`{name}` returned a float with ffn_dim_multiplier={kwargs['ffn_dim_multiplier']}: "
+            "the multiplier times the width is a float, so truncate it, "
+            "int(ffn_dim_multiplier * h), before rounding up."
+        )
     if type(got) is not int:
         fail(
             f"`{name}` returned a {type(got).__name__}: a width or a count is an int, so use "
@@ -49,22 +56,25 @@ def _int(fn, name, args, kwargs) -> int:
 # ----------------------------------------------------------------------------- hidden width
 
 
-def _width(C, multiple_of=256, multiplier=None, *, third=True, up=True, late=False) -> int:
-    """Meta's rule, or one of its classic slips (``third``, ``up``, ``late`` off the rule)."""
+def _width(
+    C, multiple_of=256, multiplier=None, *, third=True, up=True, late=False, exact=False
+) -> int:
+    """Meta's rule, or one of its classic slips (``third``, ``up``, ``late``, ``exact`` off the
+    rule; ``up="next"``: always the next multiple, even from an exact one)."""
+    m = multiple_of
     h = int(2 * 4 * C / 3) if third else 4 * C
     if multiplier is not None and not late:
-        h = int(multiplier * h)
-    h = (
-        multiple_of * ((h + multiple_of - 1) // multiple_of)
-        if up
-        else h // multiple_of * multiple_of
-    )
+        h = multiplier * h if exact else int(multiplier * h)
+    if up == "next":
+        h = m * (int(h) // m + 1)
+    else:
+        h = m * math.ceil(h / m) if exact else m * ((h + m - 1) // m) if up else h // m * m
     return int(multiplier * h) if multiplier is not None and late else h
 
 
-def _hidden_mistake(C, m, mult, got) -> str:
-    where = f"`{HIDDEN}({C}, multiple_of={m}, ffn_dim_multiplier={mult})` returned {got:,}"
-    guesses = [
+def _hidden_guesses(C, m, mult) -> list[tuple[int, str]]:
+    """``(value, why)`` of each classic slip at ``(C, m, mult)``."""
+    return [
         (
             _width(C, m, mult, third=False),
             "keeps 4·d_model: SwiGLU's third matrix is paid for by "
@@ -75,20 +85,45 @@ def _hidden_mistake(C, m, mult, got) -> str:
             "is 2/3 of 4·d_model without rounding up to a multiple of multiple_of",
         ),
         (
+            _width(C, m, None),
+            "ignores ffn_dim_multiplier: multiply the 2/3 width by it (then "
+            "take int) before rounding",
+        ),
+        (
             _width(C, m, mult, up=False),
             "rounds down: round up to the next multiple of multiple_of, m * ((h + m - 1) // m)",
+        ),
+        (
+            _width(C, m, mult, up="next"),
+            "always adds a multiple: a width that is already a multiple of multiple_of stays as "
+            "it is, so round up with m * ((h + m - 1) // m), not m * (h // m + 1)",
         ),
         (
             _width(C, m, mult, late=True),
             "applies ffn_dim_multiplier after rounding: multiply first, then round up",
         ),
         (
-            _width(C, m, None),
-            "ignores ffn_dim_multiplier: multiply the 2/3 width by it (then "
-            "take int) before rounding",
+            _width(C, m, mult, exact=True),
+            "rounds ffn_dim_multiplier · h up without truncating it first: take "
+            "int(ffn_dim_multiplier * h), then round up, as Meta's code does",
         ),
     ]
-    why = next((why for value, why in guesses if value == got), None)
+
+
+def _hidden_mistake(got: dict[tuple, int]) -> str:
+    """Name the slip that explains every answer in ``got`` (else one that explains the first
+    wrong one); describe the first wrong one."""
+    right = {c: PUBLISHED.get(c, _width(*c)) for c in got}
+    (C, m, mult), value = next((c, v) for c, v in got.items() if v != right[c])
+    where = f"`{HIDDEN}({C}, multiple_of={m}, ffn_dim_multiplier={mult})` returned {value:,}"
+    table = {c: _hidden_guesses(*c) for c in got}
+    everywhere = (
+        why
+        for i, (guess, why) in enumerate(table[(C, m, mult)])
+        if guess == value and all(table[c][i][0] == v for c, v in got.items())
+    )
+    here = (why for guess, why in table[(C, m, mult)] if guess == value)
+    why = next(everywhere, None) or next(here, None)
     rule = "int(2 * 4 * d_model / 3), times ffn_dim_multiplier if given, rounded up to a multiple"
     return f"{where}, which {why}." if why else f"{where}, which is wrong: {rule}."
 
@@ -98,7 +133,8 @@ def check_swiglu_hidden(fn: Callable, *, seed: int = 0, thorough: bool = False) 
     and the rule on other sizes (the default multiple_of=256, no multiplier)."""
     __tracebackhide__ = True
     gen = make_generator(seed)
-    configs = list(PUBLISHED) + [(768, 256, None), (100, 64, 1.5)]
+    # (768, 256): 2/3 of 4C is a multiple already; (3, 10, 1.3): int(1.3 · 8) is one, 10.4 not
+    configs = list(PUBLISHED) + [(768, 256, None), (100, 64, 1.5), (3, 10, 1.3)]
     if thorough:
         configs += [(randint(gen, 1, 5000), 2 ** randint(gen, 0, 10), None) for _ in range(3)]
     configs += [(C, 2**e, None) for C, e in _core.unseen_draws(seed, 3, (1, 9000), (0, 12))]
@@ -109,9 +145,8 @@ def check_swiglu_hidden(fn: Callable, *, seed: int = 0, thorough: bool = False) 
         }
         default = _int(fn, HIDDEN, (4096,), {})
     _core.by_arithmetic(names, HIDDEN)
-    for (C, m, mult), value in got.items():
-        if value != PUBLISHED.get((C, m, mult), _width(C, m, mult)):
-            fail(_hidden_mistake(C, m, mult, value))
+    if any(value != PUBLISHED.get(c, _width(*c)) for c, value in got.items()):
+        fail(_hidden_mistake(got))
     if default != 11008:
         fail(
             f"`{HIDDEN}(4096)` returned {default:,}, not Llama 2 7B's 11,008: the defaults are "

@@ -68,6 +68,9 @@ def _slope_variants(n: int) -> dict[str, list[float]]:
         f"With {n} heads, the extra slopes are the 2nd, 4th, ... of {2 * lower} heads: take the "
         "1st, 3rd, 5th... ([0::2]), which fall between the first ones.": slopes(lower)
         + slopes(2 * lower)[1::2][: n - lower],
+        f"With {n} heads, the extra slopes are the first {n - lower} of {2 * lower} heads': "
+        "take every other one ([0::2]) before cutting the list at n, so that they fall between "
+        "the first ones.": slopes(lower) + slopes(2 * lower)[: n - lower],
         f"With {n} heads, your slopes are sorted: the paper keeps the {lower} slopes of "
         f"{lower} heads first, then the extra ones.": sorted(slopes(n), reverse=True),
         "Your slopes start at 1: head h (from 0) gets 2^(-8(h+1)/n), so the first is 2^(-8/n).": [
@@ -91,6 +94,12 @@ def check_alibi_slopes(alibi_slopes: Callable, *, seed: int = 0, thorough: bool 
         expect_shape(out, (n,), f"The output of `{SLOPES}`", describe((n,)), "one slope per head")
         right = torch.tensor(slopes(n), dtype=torch.float64)
         if close(out.double(), right, atol=1e-7, rtol=1e-5):
+            if out.dtype != torch.float32:
+                fail(
+                    f"`{SLOPES}({n})` returned {out.dtype} slopes with the right values: the "
+                    "contract is float32, the dtype of the scores they bias, so build them with "
+                    "dtype=torch.float32 or end with .float()."
+                )
             continue
         variants = {
             why: torch.tensor(wrong, dtype=torch.float64)
@@ -124,6 +133,8 @@ def _bias(m: torch.Tensor, T: int, S: int, *, sign=-1.0, causal=True, how="botto
         distance = _distance(T, S) - (S - T)  # query i taken to sit at position i
     if how == "symmetric":
         distance = distance.abs()
+    if how == "clamped":
+        distance = distance.clamp(min=0)
     bias = sign * m.double()[:, None, None] * distance  # (nh, T, S)
     if causal:
         bias = bias.masked_fill(distance < 0, float("-inf"))
@@ -140,6 +151,9 @@ def _bias_variants(m, T, S, q, k, v) -> dict[str, torch.Tensor]:
         "-inf (ALiBi folds the causal mask in).": dict(causal=False),
         f"{at} penalises |p - j| in both directions and leaves future keys open: a causal "
         "model adds -inf after the query's position.": dict(causal=False, how="symmetric"),
+        f"{at} gives future keys a bias of 0, so they stay open: ALiBi folds the causal mask "
+        "in, -inf for keys after the query's position (p - j < 0), not a distance clamped at "
+        "0.": dict(causal=False, how="clamped"),
         f"{at} is aligned top-left: when S > T the queries are the last T positions, "
         "p = S - T + i.": dict(how="top-left"),
     }

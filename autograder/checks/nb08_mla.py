@@ -49,7 +49,7 @@ OPERATORS = ROPE_OPERATORS
 #: Learner-importable names that would compute these answers: none.
 ANSWERS_IN_TOOLS: dict[str, str] = {}
 
-MLA = "MultiHeadLatentAttention"
+MLA = _latent.MLA_NAME
 ABSORBED = "AbsorbedLatentAttention"
 STUB_MLA = (
     f"`{ABSORBED}` builds on your `{MLA}`, not written yet: finish that exercise first, "
@@ -69,6 +69,9 @@ def _build(cls, config, gen, name: str = MLA, dtype=torch.float32) -> nn.Module:
         raise
     _latent.expect_structure(module, config, name, MLA)
     module.to(dtype).eval()
+    _latent.INITIAL[module] = {
+        layer: getattr(module, layer).weight.detach().clone() for layer in ("wq", "wkv_b", "wo")
+    }
     with torch.no_grad():
         for layer in _latent.LAYERS:
             weight = getattr(module, layer).weight

@@ -45,6 +45,9 @@ _GUESSES = {
     "multiply by num_layers: every layer caches its own latent": lambda L, dc, dr, S, B, w: (
         (dc + dr) * S * B * w
     ),
+    "multiply by seq_len: every position caches its own latent and RoPE key": (
+        lambda L, dc, dr, S, B, w: L * (dc + dr) * B * w
+    ),
     "that counts values, not bytes: multiply by bytes_per_value": lambda L, dc, dr, S, B, w: (
         L * (dc + dr) * S * B
     ),
@@ -59,10 +62,19 @@ def _integer(fn: Callable, args, kwargs) -> int:
     return int(got)
 
 
-def _mistake(results: dict[tuple[int, ...], tuple[int, int]]) -> str:
-    """Name the known-wrong formula that explains every answer; describe the first wrong one."""
+def _mistake(results: dict[tuple[int, ...], tuple[int, int]], defaulted: set) -> str:
+    """Name the known-wrong formula that explains every answer; describe the first wrong one.
+    ``defaulted``: the arguments called with batch_size and bytes_per_value left out."""
     args, (got, expected) = next((a, r) for a, r in results.items() if r[0] != r[1])
     call_text = ", ".join(f"{n}={a}" for n, a in zip(_NAMES, args, strict=True))
+    if args in defaulted and all(
+        g == (2 * e if a in defaulted else e) for a, (g, e) in results.items()
+    ):
+        call_text = ", ".join(f"{n}={a}" for n, a in zip(_NAMES[:4], args[:4], strict=True))
+        return (
+            f"`{BYTES}({call_text})` returned {got:,} instead of {expected:,}: bytes_per_value "
+            "defaults to 2 (a bfloat16 cache, as DeepSeek serves it), not 4."
+        )
     why = next(
         (w for w, f in _GUESSES.items() if all(g == f(*a) for a, (g, _) in results.items())),
         "add d_latent and d_rope, then multiply by every other argument",
@@ -90,12 +102,14 @@ def check_mla_cache_bytes(fn: Callable, *, seed: int = 0, thorough: bool = False
     ranges = ((1, 128), (1, 2048), (1, 256), (1, 1 << 20), (1, 64), (0, 3))
     unseen = [(*sizes, [1, 2, 4, 8][width]) for *sizes, width in unseen_draws(seed, 3, *ranges)]
     for group, defaults in ((cases, 3), (unseen, 0)):  # the first 3 public cases use defaults
-        results = {}
+        results, defaulted = {}, set()
         for i, args in enumerate(group):
             kwargs = dict(zip(_NAMES[4:], args[4:], strict=True)) if i >= defaults else {}
             with record_torch_calls() as seen:
                 got = _integer(fn, args[:4], kwargs)
             by_arithmetic(seen, BYTES)
             results[args] = (got, _meta_bytes(*args))
+            if i < defaults:
+                defaulted.add(args)
         if any(got != expected for got, expected in results.values()):
-            fail(_mistake(results))
+            fail(_mistake(results, defaulted))

@@ -42,6 +42,22 @@ _GUESSES = {
     "the cache holds two tensors per layer, K and V: multiply by 2": (
         lambda L, nkv, hd, S, W, B, w: expected(L, nkv, hd, S, W, B, w) // 2
     ),
+    "it holds window + 1 positions: a window of W keeps the W most recent, min(seq_len, "
+    "window), the new token included": lambda L, nkv, hd, S, W, B, w: expected(
+        L, nkv, hd, S, None if W is None else W + 1, B, w
+    ),
+    **{
+        f"it leaves out {name}: multiply by it too": (
+            lambda *a, i=i: expected(*a) // a[i] if expected(*a) % a[i] == 0 else -1
+        )
+        for i, name in (
+            (0, "num_layers"),
+            (1, "num_kv_heads"),
+            (2, "head_dim"),
+            (5, "batch_size"),
+            (6, "bytes_per_value"),
+        )
+    },
 }
 
 
@@ -65,21 +81,30 @@ def check_window_cache_bytes(fn: Callable, *, seed: int = 0, thorough: bool = Fa
         cases.append((*sizes, S, W, randint(gen, 1, 8), (1, 2, 4)[randint(gen, 0, 2)]))
     ranges = ((1, 128), (1, 64), (1, 256), (1, 1 << 20), (1, 1 << 16), (1, 16), (0, 2))
     cases += [(*c[:6], (1, 2, 4)[c[6]]) for c in unseen_draws(seed, 3, *ranges)]
+    results = []
     for L, nkv, hd, S, W, B, width in cases:
         kwargs = {"window": W, "batch_size": B, "bytes_per_value": width}
         with record_torch_calls() as seen:
             got = _integer(fn, BYTES, (L, nkv, hd, S), kwargs)
         by_arithmetic(seen, BYTES)
-        right = expected(L, nkv, hd, S, W, B, width)
-        if got == right:
-            continue
-        where = (
-            f"`{BYTES}({L}, {nkv}, {hd}, seq_len={S}, window={W}, batch_size={B}, "
-            f"bytes_per_value={width})` returned {got:,} instead of {right:,}"
-        )
-        why = next(
-            (w for w, guess in _GUESSES.items() if guess(L, nkv, hd, S, W, B, width) == got),
-            "multiply 2 (K and V) by layers, kv heads, head size, batch, bytes per value and the "
-            "positions held, min(seq_len, window)",
-        )
-        fail(f"{where}: {why}.")
+        results.append(((L, nkv, hd, S, W, B, width), got))
+    wrong = [(args, got) for args, got in results if got != expected(*args)]
+    if wrong:
+        fail(_mistake(results, *wrong[0]))
+
+
+def _mistake(results, args, got) -> str:
+    """The slip that explains every answer (else the first wrong one), for the first wrong one."""
+    L, nkv, hd, S, W, B, width = args
+    where = (
+        f"`{BYTES}({L}, {nkv}, {hd}, seq_len={S}, window={W}, batch_size={B}, "
+        f"bytes_per_value={width})` returned {got:,} instead of {expected(*args):,}"
+    )
+    everywhere = (w for w, f in _GUESSES.items() if all(f(*a) == g for a, g in results))
+    here = (w for w, f in _GUESSES.items() if f(*args) == got)
+    why = next(everywhere, None) or next(
+        here,
+        "multiply 2 (K and V) by layers, kv heads, head size, batch, bytes per value and the "
+        "positions held, min(seq_len, window)",
+    )
+    return f"{where}: {why}."

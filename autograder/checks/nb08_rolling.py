@@ -63,11 +63,14 @@ def full_pass(q, k, v, window: int) -> torch.Tensor:
     )  # (B, nh, S, hs) @ (B, nh, hs, S) -> (B, nh, S, S) -> (B, nh, S, hs)
 
 
-def simulate(q, k, v, window, chunks, *, slot_positions=False, slot_order=False, band=None):
+def simulate(q, k, v, window, chunks, **how):
     """Decode ``chunks`` through a ring of ``window`` slots, the way a mistaken step would.
 
-    ``slot_positions``: rotate at ``p % W``; ``slot_order``: read the ring by slot; ``band``:
-    keys allowed ``p - band … p`` (None: the window, ``p - W + 1 … p``; -1: causal only).
+    ``how`` switches one mistake on: ``slot_positions`` rotates at ``p % W``, ``restart`` at
+    ``0 … T-1`` in every chunk, ``rotate_values`` turns the values too; ``slot_order`` reads the
+    ring by slot, ``read`` otherwise (``"written"``: after the write; ``"always"``: W - 1 old
+    slots, garbage before the ring is full); ``band`` allows keys
+    ``p - band … p`` (-1: causal only) and ``mask`` is ``"none"`` or ``"top-left"``.
     Returns the outputs ``(B, nh, S, hs)`` and the final ring ``(k, v)``.
     """
     W = window
@@ -76,23 +79,32 @@ def simulate(q, k, v, window, chunks, *, slot_positions=False, slot_order=False,
     outs, start = [], 0
     for T in chunks:
         positions = torch.arange(start, start + T)  # (T,)
-        turned = positions % W if slot_positions else positions
+        turned = positions % W if how.get("slot_positions") else positions
+        turned = torch.arange(T) if how.get("restart") else turned
         q_new = rotate(q[:, :, start : start + T], turned)  # (B, nh, T, hs)
         k_new = rotate(k[:, :, start : start + T], turned)  # (B, nkv, T, hs)
-        past = min(start, W - 1)
+        v_new = v[:, :, start : start + T]  # (B, nkv, T, hs)
+        v_new = rotate(v_new, turned) if how.get("rotate_values") else v_new
+        read = how.get("read")
+        past = W - 1 if read == "always" else min(start, W - 1)
         slots = torch.arange(start - past, start) % W  # (past,)
-        if slot_order:
+        if how.get("slot_order"):
             slots = slots.sort().values
+        if read == "written":
+            ring_k[:, :, positions % W], ring_v[:, :, positions % W] = k_new, v_new
         keys = torch.cat([ring_k[:, :, slots], k_new], dim=2)  # (B, nkv, S, hs)
-        values = torch.cat([ring_v[:, :, slots], v[:, :, start : start + T]], dim=2)
+        values = torch.cat([ring_v[:, :, slots], v_new], dim=2)  # (B, nkv, S, hs)
         S = past + T
-        low = W - 1 if band is None else (S if band < 0 else band)
-        mask = _band(T, S, low, 0)  # (T, S)
+        band = how.get("band")
+        mask = _band(T, S, W - 1 if band is None else (S if band < 0 else band), 0)  # (T, S)
+        if how.get("mask") == "none":
+            mask = None
+        if how.get("mask") == "top-left":
+            mask = torch.ones(T, S, dtype=torch.bool).tril()  # SDPA's is_causal=True
         outs.append(
             F.scaled_dot_product_attention(q_new, keys, values, attn_mask=mask, enable_gqa=True)
         )
-        ring_k[:, :, positions % W] = k_new
-        ring_v[:, :, positions % W] = v[:, :, start : start + T]
+        ring_k[:, :, positions % W], ring_v[:, :, positions % W] = k_new, v_new
         start += T
     return torch.cat(outs, dim=2), (ring_k, ring_v)
 
@@ -100,19 +112,40 @@ def simulate(q, k, v, window, chunks, *, slot_positions=False, slot_order=False,
 def _mistake(q, k, v, W, chunks, out) -> str:
     """Why the decoded outputs differ: the first wrong simulation they match."""
     where = f"Decoding in chunks {chunks} with a window of {W}"
+    ex2 = (
+        "rolling_cache_update's own test, exercise 2, names this too: fix it there, then run "
+        "this test cell again"
+    )
     variants = {
         f"{where}, your tokens are rotated at their slot p % W: the slot only says where a key "
         "is stored, RoPE needs the absolute position start + t (the distances between slots "
         "wrap around).": {"slot_positions": True},
+        f"{where}, your positions restart at 0 in every chunk: rotate q and k at their absolute "
+        "positions, torch.arange(start, start + T).": {"restart": True},
         f"{where}, you read the ring in slot order: once it has wrapped, slot 0 is not the "
         "oldest position, so the window mask hides the wrong keys; read the positions oldest "
-        "first.": {"slot_order": True},
+        f"first ({ex2}).": {"slot_order": True},
+        f"{where}, the old keys are read after the new ones were written into the ring, which "
+        "overwrote positions the first new queries still need: read the old positions before "
+        f"you write ({ex2}).": {"read": "written"},
+        f"{where}, your queries attend to W - 1 old slots before the ring holds that many "
+        "positions: slots never written hold garbage, so take only min(start, W - 1) old "
+        f"positions ({ex2}).": {"read": "always"},
+        f"{where}, your values are rotated too: RoPE turns queries and keys only; cache the "
+        "values as given.": {"rotate_values": True},
         f"{where}, each query sees W + 1 keys: the window is p - W + 1 … p.": {"band": W},
         f"{where}, each query sees only W - 1 keys: the window includes the query itself.": {
             "band": W - 2
         },
-        f"{where}, the queries of a chunk see every key handed to them: mask them with "
-        "sliding_window_mask(T, W, S), which also keeps the chunk causal.": {"band": -1},
+        f"{where}, the queries of a chunk see every key handed to them up to their own "
+        "position, older than their window too (a causal mask alone): mask with "
+        "sliding_window_mask(T, W, S).": {"band": -1},
+        f"{where}, the queries of a chunk see every key handed to them, later ones of the chunk "
+        "included: no mask reached attention; pass attn_mask=sliding_window_mask(T, W, S) "
+        "to F.scaled_dot_product_attention.": {"mask": "none"},
+        f"{where}, your causal mask is aligned top-left (is_causal=True with S > T): the new "
+        "queries are the last T of the S keys, so pass attn_mask=sliding_window_mask(T, W, S) "
+        "instead.": {"mask": "top-left"},
     }
     found = first_match(
         out,

@@ -50,7 +50,10 @@ ANSWERS_IN_TOOLS: dict[str, str] = {}
 PARAMS = "rope_parameters"
 
 
-def _theta(hs: int, base: float) -> torch.Tensor:
+def _theta(hs: int, base: float, over_hs: bool = False) -> torch.Tensor:
+    """``θ_i = base^(-2i/hs)``, ``(hs/2,)``; ``over_hs``: the slip ``base^(-i/hs)``."""
+    if over_hs:
+        return base ** (-torch.arange(hs // 2, dtype=torch.float64) / hs)  # (hs/2,)
     return base ** (-torch.arange(0, hs, 2, dtype=torch.float64) / hs)  # (hs/2,)
 
 
@@ -62,7 +65,9 @@ def _dynamic_base(hs, base, factor, original, seq_len, *, exponent=True, clamp=T
     return base * scale ** (hs / (hs - 2) if exponent else 1.0)
 
 
-def _ramp(hs, base, original, beta_fast, beta_slow, *, rounded=True) -> torch.Tensor:
+def _ramp(
+    hs, base, original, beta_fast, beta_slow, *, rounded=True, features=False
+) -> torch.Tensor:
     """YaRN's ramp ``(hs/2,)``: 0 for pairs kept as they are, 1 for pairs interpolated."""
 
     def correction_dim(rotations: float) -> float:
@@ -74,19 +79,21 @@ def _ramp(hs, base, original, beta_fast, beta_slow, *, rounded=True) -> torch.Te
     low, high = max(low, 0), min(high, hs - 1)
     if low == high:
         high += 0.001  # Hugging Face's guard against a zero-width ramp
-    return ((torch.arange(hs // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+    index = torch.arange(0, hs, 2) if features else torch.arange(hs // 2)  # (hs/2,)
+    return ((index.double() - low) / (high - low)).clamp(0, 1)
 
 
 def expected(rope_type, hs, base, factor, original, seq_len, beta_fast, beta_slow, **wrong):
     """The oracle ``(inv_freq (hs/2,) float64, attention_factor)``; ``wrong`` names a mistake."""
-    theta = _theta(hs, base)
+    over_hs = bool(wrong.get("over_hs"))
+    theta = _theta(hs, base, over_hs)
     if rope_type == "default":
         return theta, 1.0
     if rope_type == "linear":
         return (theta * factor if wrong.get("times") else theta / factor), 1.0
     if rope_type == "dynamic":
         if wrong.get("static"):  # the first NTK-aware formula: the factor, whatever the length
-            return _theta(hs, base * factor ** (hs / (hs - 2))), 1.0
+            return _theta(hs, base * factor ** (hs / (hs - 2)), over_hs), 1.0
         if wrong.get("positions"):  # the NTK ratio applied like interpolation, base untouched
             return theta / _dynamic_base(hs, 1.0, factor, original, seq_len, exponent=False), 1.0
         new_base = _dynamic_base(
@@ -98,8 +105,18 @@ def expected(rope_type, hs, base, factor, original, seq_len, beta_fast, beta_slo
             exponent=not wrong.get("no_exponent"),
             clamp=not wrong.get("no_clamp"),
         )
-        return _theta(hs, new_base), 1.0
-    ramp = _ramp(hs, base, original, beta_fast, beta_slow, rounded=not wrong.get("unrounded"))
+        return _theta(hs, new_base, over_hs), 1.0
+    if wrong.get("swapped"):
+        beta_fast, beta_slow = beta_slow, beta_fast
+    ramp = _ramp(
+        hs,
+        base,
+        original,
+        beta_fast,
+        beta_slow,
+        rounded=not wrong.get("unrounded"),
+        features=bool(wrong.get("features")),
+    )
     if wrong.get("reversed"):
         ramp = 1 - ramp
     inv_freq = theta * (1 - ramp) + theta / factor * ramp  # (hs/2,)
@@ -108,13 +125,19 @@ def expected(rope_type, hs, base, factor, original, seq_len, beta_fast, beta_slo
         attention = 1.0
     if wrong.get("sqrt_attention"):
         attention = math.sqrt(attention)
+    if wrong.get("log10"):
+        attention = 0.1 * math.log10(factor) + 1.0
     return inv_freq, attention
 
 
 def _variants(case: dict, rope_type: str) -> dict[str, dict]:
     """Known mistakes of ``rope_type``: diagnosis -> the oracle's ``wrong`` options."""
     at = f"With rope_type={rope_type!r} and factor={case['factor']}"
-    return {
+    over_hs = {
+        f"{at}, your θ_i are base^(-i/hs): the exponent is -2i/hs over the pairs i = 0 … "
+        "hs/2 - 1, i.e. i/(hs/2), torch.arange(0, hs, 2) / hs.": {"over_hs": True}
+    }
+    return over_hs | {
         "linear": {
             f"{at}, your frequencies are multiplied by the factor: interpolation divides them "
             "(positions squeezed by the factor turn the pairs more slowly).": {"times": True},
@@ -140,10 +163,17 @@ def _variants(case: dict, rope_type: str) -> dict[str, dict]:
             "length (the first ones) keep θ_i, the slow ones (the last) get θ_i / factor.": {
                 "reversed": True
             },
+            f"{at}, your ramp's bounds are swapped: low = floor(d(beta_fast)) comes from the "
+            "fast rotations (beta_fast, 32), high = ceil(d(beta_slow)) from the slow ones "
+            "(beta_slow, 1), so low < high.": {"swapped": True},
+            f"{at}, your ramp runs over the feature index 0, 2, 4 …: it runs over the pair "
+            "index i = 0 … hs/2 - 1, torch.arange(hs // 2), the same i as θ_i.": {"features": True},
             f"{at}, your ramp's ends are not rounded: low = floor(d(beta_fast)) and high = "
             "ceil(d(beta_slow)), as Hugging Face computes them.": {"unrounded": True},
             f"{at}, the attention factor is 1: YaRN multiplies cos and sin by 0.1 · ln(factor) "
             "+ 1 (its 'temperature'), so return that number.": {"no_attention": True},
+            f"{at}, the attention factor uses log10: YaRN's is 0.1 · ln(factor) + 1, the "
+            "natural logarithm (math.log).": {"log10": True},
             f"{at}, the attention factor is the square root of YaRN's: it multiplies cos and "
             "sin, so the scores grow by its square; return 0.1 · ln(factor) + 1.": {
                 "sqrt_attention": True

@@ -57,13 +57,14 @@ def kept(t: int, n_sink: int, window: int) -> torch.Tensor:
 
 
 def oracle(
-    q, k, v, t, n_sink, window, *, text_positions=False, keep=None, q_shift=0
+    q, k, v, t, n_sink, window, *, text_positions=False, keep=None, q_shift: int | None = 0
 ) -> torch.Tensor:
-    """The new token ``t``'s output ``(B, nh, 1, hs)`` through the sink cache (or a mistake's)."""
+    """The new token ``t``'s output ``(B, nh, 1, hs)`` through the sink cache (or a mistake's;
+    ``q_shift=None`` rotates the query at position 0)."""
     held = kept(t, n_sink, window) if keep is None else keep  # (n,)
     n = held.shape[0]
     k_pos = held if text_positions else torch.arange(n)  # (n,)
-    q_pos = torch.tensor([t]) if text_positions else torch.tensor([n - 1 + q_shift])  # (1,)
+    q_pos = torch.tensor([t] if text_positions else [0 if q_shift is None else n - 1 + q_shift])
     return F.scaled_dot_product_attention(
         rotate(q[:, :, t : t + 1], q_pos),
         rotate(k[:, :, held], k_pos),
@@ -87,6 +88,16 @@ def _mistake(q, k, v, t, n_sink, window, out) -> str:
             keep=torch.cat([torch.arange(n_sink), recent[recent >= n_sink]])
         ),
     }
+    if t + 1 > window:  # the window counts the sinks: window - n_sink recent tokens
+        inside = torch.arange(max(n_sink, t - window + n_sink + 1), t + 1)
+        variants[
+            f"{at}, your window counts the sinks: keep n_sink sinks and window recent tokens "
+            "besides them, n_sink + window in all once the stream is that long."
+        ] = dict(keep=torch.cat([torch.arange(min(n_sink, t + 1)), inside]))
+    variants[
+        f"{at}, your query is rotated at position 0: it is the newest token in the cache, at "
+        "n - 1, after every kept key."
+    ] = dict(q_shift=None)
     found = first_match(
         out, {why: oracle(q, k, v, t, n_sink, window, **how) for why, how in variants.items()}
     )

@@ -34,7 +34,7 @@ from ._core import (
     randint,
     randn,
 )
-from .nb03_masking import _causal, _diagnose, _expect_mask, _tril
+from .nb03_masking import META, _call_on_meta, _causal, _diagnose, _expect_mask, _tril
 
 #: Learner-importable names that would compute these answers: notebook 03's tool hands out the
 #: causal half of the window mask (its notebook withholds it too).
@@ -110,7 +110,8 @@ def _call_mask(fn: Callable, T: int, W: int, S: int | None) -> torch.Tensor:
 def check_sliding_window_mask_values(
     sliding_window_mask: Callable, *, seed: int = 0, thorough: bool = False
 ) -> None:
-    """``sliding_window_mask(T, window, S)``: query p sees keys p - W + 1 … p; S defaults to T."""
+    """``sliding_window_mask(T, window, S)``: query p sees keys p - W + 1 … p; S defaults to T;
+    the mask is made on ``device``."""
     __tracebackhide__ = True
     gen = make_generator(seed)
     cases = [(6, 3, None), (5, 1, None), (2, 3, 7), (1, 4, 9), (4, 8, 6), (5, 5, None)]
@@ -127,6 +128,11 @@ def check_sliding_window_mask_values(
             "exactly when p - W < j <= p, with p = S - T + i the query's position."
         )
         _diagnose(out, window_mask(T, S, W), functools.partial(_mask_variants, T, S, W), generic)
+    hint = "create the positions on `device` (torch.arange(S, device=device))"
+    for device in (META, "meta"):
+        out = _call_on_meta(sliding_window_mask, MASK, (3, 2), {"S": 5, "device": device}, hint)
+        if isinstance(out, torch.Tensor) and out.device != META:
+            fail(f"`{MASK}` returned a mask on {out.device} for device={device!r}: {hint}.")
 
 
 # ------------------------------------------------------------------- the rolling cache
@@ -155,6 +161,9 @@ def _update_variants(sequence, buffer, start, T, W) -> dict[str, torch.Tensor]:
     past = min(start, W - 1)
     slots = torch.arange(start - past, start) % W  # (past,): where the old positions sit
     new = sequence[:, :, start : start + T]  # (B, nkv, T, hs)
+    written = buffer.clone()  # (B, nkv, W, hs): the ring after the write
+    written[:, :, torch.arange(start, start + T) % W] = new
+    always = torch.arange(start - W + 1, start) % W  # (W - 1,): full or not
     variants = {
         f"`{UPDATE}` returns the cached keys in slot order: once the ring has wrapped, slot 0 no "
         "longer holds the oldest position, so read slots (start - n) % W … (start - 1) % W, "
@@ -168,6 +177,13 @@ def _update_variants(sequence, buffer, start, T, W) -> dict[str, torch.Tensor]:
         f"`{UPDATE}` returns the whole buffer before the cache is full: slots that were never "
         "written hold garbage, so return only the positions written so far.": torch.cat(
             [buffer, new], dim=2
+        ),
+        f"`{UPDATE}` reads the old positions after writing the new ones: position p + W lands "
+        "on the slot of position p, which the first new queries still need, so read the old "
+        "positions before you write.": torch.cat([written[:, :, slots], new], dim=2),
+        f"`{UPDATE}` returns W - 1 old positions before the ring holds that many: slots never "
+        "written hold garbage, so take only min(start, W - 1) old positions.": torch.cat(
+            [buffer[:, :, always], new], dim=2
         ),
     }
     return variants

@@ -1262,11 +1262,14 @@ print(f"12 blocks: {12 * per_block / 1e6:.1f} M parameters")
 #
 # `RMSNorm(dim, eps=1e-6)` (Llama's default eps) with one parameter, `weight`, of shape `(dim,)`
 # and initialised to ones; `forward(x)` normalises over the last dimension of any `(..., dim)`
-# input. Compute it yourself: `F.rms_norm` and `nn.RMSNorm` are the answer, not the means.
+# input. The output has `x`'s dtype, as `nn.RMSNorm`'s does; like it, compute the mean square in
+# float32 for float16 or bfloat16 input (in float16, `x²` overflows past 65,504) and cast the
+# result back. Compute it yourself: `F.rms_norm` and `nn.RMSNorm` are the answer, not the means.
 #
 # <details><summary>Hint</summary>
 #
-# `x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight`.
+# `xf = x.float()`, then `(xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps))`,
+# cast back with `.type_as(x)`, times `self.weight`: Llama's own code.
 # </details>
 
 
@@ -1287,10 +1290,13 @@ class RMSNorm(nn.Module):
         ### END SOLUTION
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` ``(..., dim)`` -> ``(..., dim)``."""
+        """``x`` ``(..., dim)`` -> ``(..., dim)`` in ``x``'s dtype (the weight in that dtype too,
+        as after ``model.to(dtype)``): the mean square is taken in float32 for float16 and
+        bfloat16 input, then the result cast back, as ``nn.RMSNorm`` does."""
         ### BEGIN SOLUTION
-        rms = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)  # (..., 1)
-        return x * rms * self.weight  # (..., dim)
+        xf = x.float()  # (..., dim): float16's x² overflows past 65,504
+        rms = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)  # (..., 1)
+        return (xf * rms).type_as(x) * self.weight  # (..., dim), x's dtype
         ### END SOLUTION
 
 

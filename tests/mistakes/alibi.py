@@ -160,3 +160,38 @@ CORRECT = correct(
 ) + correct([BIAS], {"distance": bias_distance, "bloom": bias_bloom, "mpt": bias_mpt})
 STUBS = [(SLOPES, stub), (BIAS, stub)]
 REPLAY = [SLOPES, BIAS]
+
+
+# ------------------------------------------------------- issue 45: the slopes' dtype
+
+
+def _slopes_float64(num_heads):
+    """The exponents computed in float64 and never cast back: right values, not float32."""
+    lower = 2 ** math.floor(math.log2(num_heads))
+    first = torch.arange(1, lower + 1, dtype=torch.float64) * (-8 / lower)
+    extra = torch.arange(1, 2 * (num_heads - lower) + 1, 2, dtype=torch.float64) * (
+        -8 / (2 * lower)
+    )
+    return torch.pow(2.0, torch.cat([first, extra]))  # (nh,) float64
+
+
+MISTAKES += [Mistake("slopes: float64", _slopes_float64, SLOPES, "contract is float32")]
+
+
+def _slopes_next_power_cut(num_heads):
+    """The extra heads take the first slopes of twice the lower power of two, not every other."""
+    lower = 2 ** math.floor(math.log2(num_heads))
+    return torch.cat([_geometric(lower), _geometric(2 * lower)[: num_heads - lower]])
+
+
+def _bias_future_zero(slopes, T, S=None):
+    """The distance clamped at 0: future keys get a bias of 0 instead of -inf."""
+    S = T if S is None else S
+    distance = torch.arange(S - T, S)[:, None] - torch.arange(S)[None, :]  # (T, S)
+    return -slopes[:, None, None] * distance.clamp(min=0)  # (nh, T, S)
+
+
+MISTAKES += [
+    Mistake("slopes: next power of two cut", _slopes_next_power_cut, SLOPES, "before cutting"),
+    Mistake("bias: future keys 0", _bias_future_zero, BIAS, "a bias of 0"),
+]

@@ -254,3 +254,50 @@ MISTAKES += tried(MISTAKES_BACKWARD_THOROUGH, runs=(HIDDEN,), missed=MISSED)
 CORRECT = correct(BACKWARD_CHECKS, CORRECT_BACKWARD, runs=VISIBLE_AND_HIDDEN)
 STUBS = [(check, stub) for check in BACKWARD_CHECKS]
 REPLAY = [checks.check_backward_values, checks.check_backward_causal, checks.check_backward_memory]
+
+
+# ------------------------------------------------------ issue 45: D, the softmax's correction
+
+
+def _backward_d(q, k, v, o, lse, do, block_size=64, causal=False, *, d_of):
+    """The notebook's loop with ``D`` from ``d_of(p, dp)`` of each key tile."""
+    T, S, hs = q.shape[-2], k.shape[-2], q.shape[-1]
+    scale = 1 / math.sqrt(hs)
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    last_key = torch.arange(T)[:, None] + S - T  # (T, 1)
+    for start in range(0, S, block_size):
+        kb, vb = k[..., start : start + block_size, :], v[..., start : start + block_size, :]
+        s = q @ kb.transpose(-2, -1) * scale  # (B, nh, T, b)
+        if causal:
+            s = s.masked_fill(torch.arange(start, start + kb.shape[-2]) > last_key, float("-inf"))
+        p = torch.exp(s - lse[..., None])  # (B, nh, T, b)
+        dp = do @ vb.transpose(-2, -1)  # (B, nh, T, b)
+        ds = p * (dp - d_of(p, dp))
+        dq += ds @ kb * scale
+        dk[..., start : start + block_size, :] = ds.transpose(-2, -1) @ q * scale
+        dv[..., start : start + block_size, :] = p.transpose(-2, -1) @ do
+    return dq, dk, dv
+
+
+def _row_of_ones(p, dp):
+    """D = rowsum(P) over the whole row, which the saved log-sum-exp makes 1."""
+    return torch.ones_like(p[..., :1])
+
+
+MISTAKES += tried(
+    [
+        Mistake(
+            "D per tile",
+            partial(_backward_d, d_of=lambda p, dp: (p * dp).sum(-1, keepdim=True)),
+            checks.check_backward_values,
+            "D taken from each tile alone",
+        ),
+        Mistake(
+            "D = rowsum(P)",
+            partial(_backward_d, d_of=_row_of_ones),
+            checks.check_backward_values,
+            "D = rowsum(P) = 1",
+        ),
+    ],
+    runs=(VISIBLE,),
+)

@@ -7,6 +7,7 @@ Shape legend: ``C`` = d_model, ``h`` the MLP's hidden width.
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import torch
@@ -301,3 +302,52 @@ MISTAKES = [
 ]
 STUBS = [(NORM, stub), (SWIGLU, stub), (HIDDEN, stub), (COUNT, stub)]
 REPLAY = [NORM, SWIGLU, HIDDEN, COUNT]
+
+
+# ------------------------------------------------ issue 45: dtypes and the width's slips
+
+
+class RMSNormNoCastBack(RMSNormMeta):
+    """Normalises in float32, as Meta does, but never casts back to the input's dtype."""
+
+    def forward(self, x):
+        return self._norm(x.float()) * self.weight
+
+
+class RMSNormBF16(RMSNormMeta):
+    """Computes in bfloat16 whatever the input, then casts back."""
+
+    def forward(self, x):
+        return (self._norm(x.bfloat16()) * self.weight.bfloat16()).to(x.dtype)
+
+
+def hidden_no_multiplier(d_model, multiple_of=256, ffn_dim_multiplier=None):
+    return hidden_meta(d_model, multiple_of)
+
+
+def hidden_always_next(d_model, multiple_of=256, ffn_dim_multiplier=None):
+    h = int(8 * d_model / 3)
+    h = int(h * ffn_dim_multiplier) if ffn_dim_multiplier else h
+    return multiple_of * (h // multiple_of + 1)
+
+
+def hidden_float_multiplier(d_model, multiple_of=256, ffn_dim_multiplier=None):
+    h = int(8 * d_model / 3)
+    h = h * ffn_dim_multiplier if ffn_dim_multiplier else h
+    return multiple_of * ((h + multiple_of - 1) // multiple_of)
+
+
+def hidden_ceil_untruncated(d_model, multiple_of=256, ffn_dim_multiplier=None):
+    h = int(8 * d_model / 3)
+    h = h * ffn_dim_multiplier if ffn_dim_multiplier else h
+    return multiple_of * math.ceil(h / multiple_of)
+
+
+MISTAKES += [
+    Mistake("norm: float32 not cast back", RMSNormNoCastBack, NORM, "cast the result back"),
+    Mistake("norm: computed in bfloat16", RMSNormBF16, NORM, "half precision"),
+    Mistake("hidden: ignores multiplier", hidden_no_multiplier, HIDDEN, "ignores ffn_dim"),
+    Mistake("hidden: always next multiple", hidden_always_next, HIDDEN, "always adds a multiple"),
+    Mistake("hidden: float multiplier", hidden_float_multiplier, HIDDEN, "truncate it"),
+    Mistake("hidden: ceil untruncated", hidden_ceil_untruncated, HIDDEN, "without truncating"),
+]

@@ -238,3 +238,79 @@ CORRECT = (
 )
 STUBS = [(MASK, stub), (UPDATE, stub), (STEP, stub)]
 REPLAY = [MASK, UPDATE, STEP]
+
+
+# ------------------------------------------------ issue 45: the mask's device
+
+
+def _mask_ignores_device(T, window, S=None, device=None):
+    """Right values, made on the default device whatever ``device`` says."""
+    return mask_positions(T, window, S)
+
+
+MISTAKES += [Mistake("mask: ignores device", _mask_ignores_device, MASK, "device=device")]
+
+
+# ------------------------------------- issue 45: the ring's order of work, masks, positions
+
+
+def update_write_first(buffer, new, start):
+    """Writes the new positions, then reads the old ones out of the written ring."""
+    W, T = buffer.shape[2], new.shape[2]
+    written = buffer.clone()
+    written[:, :, torch.arange(start, start + T) % W] = new
+    slots = torch.arange(start - min(start, W - 1), start) % W
+    return written, torch.cat([written[:, :, slots], new], dim=2)
+
+
+def update_always_full(buffer, new, start):
+    """Mistral's ``unrotate`` without its ``seqlen < W`` branch: W - 1 old slots, even unwritten."""
+    W, T = buffer.shape[2], new.shape[2]
+    old = torch.roll(buffer, -(start % W), dims=2)[:, :, 1:]  # (B, nkv, W - 1, hs)
+    written = buffer.clone()
+    written[:, :, torch.arange(start, start + T) % W] = new
+    return written, torch.cat([old, new], dim=2)
+
+
+def _step_with(*, restart=False, rotate_values=False, attend=None, update=update_index):
+    """A step with one of the knobs the catalogue's ``_step`` lacks."""
+
+    def sliding_window_attention(q, k, v, cache_k, cache_v, start):
+        T, W = q.shape[2], cache_k.shape[2]
+        positions = torch.arange(T) if restart else torch.arange(start, start + T)
+        q, k = rope(q, positions), rope(k, positions)
+        v = rope(v, positions) if rotate_values else v
+        cache_k, keys = update(cache_k, k, start)
+        cache_v, values = update(cache_v, v, start)
+        mask = mask_positions(T, W, keys.shape[2])
+        if attend == "no mask":
+            out = F.scaled_dot_product_attention(q, keys, values, enable_gqa=True)
+        elif attend == "is_causal":
+            out = F.scaled_dot_product_attention(q, keys, values, is_causal=True, enable_gqa=True)
+        else:
+            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
+        return out, (cache_k, cache_v)
+
+    return sliding_window_attention
+
+
+MISTAKES += [
+    Mistake("update: written before read", update_write_first, UPDATE, "before you write"),
+    Mistake("update: garbage before full", update_always_full, UPDATE, "never written"),
+    Mistake("step: positions restart", _step_with(restart=True), STEP, "restart at 0"),
+    Mistake("step: values rotated", _step_with(rotate_values=True), STEP, "values are rotated"),
+    Mistake("step: no mask", _step_with(attend="no mask"), STEP, "no mask reached attention"),
+    Mistake("step: is_causal", _step_with(attend="is_causal"), STEP, "is_causal=True"),
+    Mistake(
+        "step: ring written before read",
+        _step_with(update=update_write_first),
+        STEP,
+        "read the old positions before you write (rolling_cache_update's own test",
+    ),
+    Mistake(
+        "step: garbage before full",
+        _step_with(update=update_always_full),
+        STEP,
+        "garbage",
+    ),
+]

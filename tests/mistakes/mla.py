@@ -548,3 +548,64 @@ class AbsorbedStub(MLAManual):
 STUBS = [(FULL, stub), (DECODING, stub), (MATCHES, AbsorbedStub), (MEMORY, AbsorbedStub)]
 STUBS += [(BYTES, stub)]
 REPLAY = [FULL, MATCHES, MEMORY, BYTES]  # decoding: the absorbed module under MATCHES
+
+
+# ------------------------------------------ issue 45: the absorbed weights, read and kept
+
+
+class AbsorbedNoRopeSameScale(AbsorbedManual):
+    """The RoPE term dropped from the absorbed scores, the scale left at 1/√(hd + dr)."""
+
+    def attend(self, q_nope, q_rope, c, k_rope):
+        return super().attend(q_nope, torch.zeros_like(q_rope), c, k_rope)
+
+
+class AbsorbedBlockedView(AbsorbedManual):
+    """``wkv_b.weight.view(2, nh, hd, dc)``: every head's W_UK, then every head's W_UV."""
+
+    def absorbed(self):
+        w = self.wkv_b.weight.view(2, self.num_heads, self.head_dim, self.d_latent)
+        return w[0], w[1]
+
+
+class AbsorbedTransposedView(AbsorbedManual):
+    """wkv_b's weight read as (nh, dc, 2hd), as if nn.Linear stored (in, out)."""
+
+    def absorbed(self):
+        w = self.wkv_b.weight.view(self.num_heads, self.d_latent, 2 * self.head_dim)
+        return w[..., : self.head_dim].transpose(1, 2), w[..., self.head_dim :].transpose(1, 2)
+
+
+class AbsorbedCopiedInInit(AbsorbedManual):
+    """W_UK and W_UV cloned in ``__init__``: stale once the weights change."""
+
+    def __init__(self, d_model, num_heads, d_latent, head_dim, d_rope):
+        super().__init__(d_model, num_heads, d_latent, head_dim, d_rope)
+        w = self.wkv_b.weight.detach().view(num_heads, 2 * head_dim, d_latent)
+        self.w_uk, self.w_uv = w[:, :head_dim].clone(), w[:, head_dim:].clone()
+
+    def absorbed(self):
+        return self.w_uk.to(self.wkv_b.weight.dtype), self.w_uv.to(self.wkv_b.weight.dtype)
+
+
+MISTAKES += [
+    Mistake("absorbed: no rope, same scale", AbsorbedNoRopeSameScale, MATCHES, "RoPE part out"),
+    Mistake("absorbed: view(2, nh, hd, dc)", AbsorbedBlockedView, MATCHES, "view the weight as"),
+    Mistake("absorbed: weight read (nh, dc, 2hd)", AbsorbedTransposedView, MATCHES, "in_features"),
+    Mistake("absorbed: copied in __init__", AbsorbedCopiedInInit, MATCHES, "built with"),
+]
+
+
+def _bytes_fp32_default(num_layers, d_latent, d_rope, seq_len, batch_size=1, bytes_per_value=4):
+    return num_layers * (d_latent + d_rope) * seq_len * batch_size * bytes_per_value
+
+
+MISTAKES += [
+    Mistake("bytes: float32 default", _bytes_fp32_default, BYTES, "defaults to 2"),
+    Mistake(
+        "bytes: no seq_len",
+        _bytes(lambda L, dc, dr, S, B, w: L * (dc + dr) * B * w),
+        BYTES,
+        "multiply by seq_len",
+    ),
+]

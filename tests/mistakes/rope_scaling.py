@@ -256,3 +256,41 @@ MISTAKES = [
 CORRECT = correct(CHECKS, {"hf": params_hf, "yarn_repo": params_yarn_repo})
 STUBS = [(check, stub) for check in CHECKS]
 REPLAY = CHECKS
+
+
+# ------------------------------------------- issue 45: the ramp's bounds and index, θ_i
+
+
+def _yarn_swapped(dim, base, factor, original, seq_len, beta_fast, beta_slow):
+    return _hf_yarn(dim, base, factor, original, beta_slow, beta_fast)
+
+
+def _yarn_log10(dim, base, factor, original, seq_len, beta_fast, beta_slow):
+    inv_freq, _ = _hf_yarn(dim, base, factor, original, beta_fast, beta_slow)
+    return inv_freq, 0.1 * math.log10(factor) + 1.0
+
+
+def _yarn_feature_ramp(dim, base, factor, original, seq_len, beta_fast, beta_slow):
+    """The ramp evaluated at the feature index 0, 2, 4 … instead of the pair index."""
+    d = [
+        dim * math.log(original / (r * 2 * math.pi)) / (2 * math.log(base))
+        for r in (beta_fast, beta_slow)
+    ]
+    low, high = max(math.floor(d[0]), 0), min(math.ceil(d[1]), dim - 1)
+    high = high + 0.001 if low == high else high
+    ramp = ((torch.arange(0, dim, 2).float() - low) / (high - low)).clamp(0, 1)
+    theta = _hf_default(dim, base)
+    return theta * (1 - ramp) + theta / factor * ramp, 0.1 * math.log(factor) + 1.0
+
+
+def _linear_over_hs(dim, base, factor, *_):
+    """θ_i = base^(-i/hs) over the pair index: the exponent over hs instead of hs/2."""
+    return 1.0 / base ** (torch.arange(dim // 2).float() / dim) / factor, 1.0
+
+
+MISTAKES += [
+    Mistake("yarn: bounds swapped", _wrong("yarn", _yarn_swapped), YARN, "bounds are swapped"),
+    Mistake("yarn: log10", _wrong("yarn", _yarn_log10), YARN, "uses log10"),
+    Mistake("yarn: feature index", _wrong("yarn", _yarn_feature_ramp), YARN, "feature index"),
+    Mistake("linear: θ over hs", _wrong("linear", _linear_over_hs), LINEAR, "base^(-i/hs)"),
+]

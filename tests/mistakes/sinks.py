@@ -73,3 +73,39 @@ MISTAKES = [
 ]
 STUBS = [(SINK, stub)]
 REPLAY = [SINK]
+
+
+# ------------------------------------------------- issue 45: the window's count, the query
+
+
+def _sinks_inside_window(q, k, v, past_k, past_v, n_sink, window):
+    """Evicts once the cache holds ``window`` tokens, sinks included."""
+    keys, values = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
+    if keys.shape[2] > window:
+        recent = window - n_sink
+        keys = torch.cat([keys[:, :, :n_sink], keys[:, :, keys.shape[2] - recent :]], dim=2)
+        values = torch.cat([values[:, :, :n_sink], values[:, :, values.shape[2] - recent :]], 2)
+    positions = torch.arange(keys.shape[2])
+    out = F.scaled_dot_product_attention(
+        rope(q, positions[-1:]), rope(keys, positions), values, enable_gqa=True
+    )
+    return out, (keys, values)
+
+
+def _sink_query_at_zero(q, k, v, past_k, past_v, n_sink, window):
+    """The query rotated at position 0, the keys at their cache positions."""
+    keys, values = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
+    if keys.shape[2] > n_sink + window:
+        keys = torch.cat([keys[:, :, :n_sink], keys[:, :, -window:]], dim=2)
+        values = torch.cat([values[:, :, :n_sink], values[:, :, -window:]], dim=2)
+    positions = torch.arange(keys.shape[2])
+    out = F.scaled_dot_product_attention(
+        rope(q, positions[:1]), rope(keys, positions), values, enable_gqa=True
+    )
+    return out, (keys, values)
+
+
+MISTAKES += [
+    Mistake("sinks: counted inside the window", _sinks_inside_window, SINK, "counts the sinks"),
+    Mistake("sinks: query at 0", _sink_query_at_zero, SINK, "rotated at position 0"),
+]

@@ -68,3 +68,32 @@ MISTAKES = [
 ]
 STUBS = [(CHECK, stub)]
 REPLAY = [CHECK]
+
+
+# ------------------------------------------------ issue 45: one position, one factor
+
+
+def _window_plus_one(
+    num_layers, num_kv_heads, head_dim, seq_len, window=None, batch_size=1, bytes_per_value=2
+):
+    held = seq_len if window is None else min(seq_len, window + 1)
+    return 2 * num_layers * num_kv_heads * head_dim * held * batch_size * bytes_per_value
+
+
+def _no_bytes(
+    num_layers, num_kv_heads, head_dim, seq_len, window=None, batch_size=1, bytes_per_value=2
+):
+    return bytes_min(num_layers, num_kv_heads, head_dim, seq_len, window, batch_size, 1)
+
+
+def _no_heads(
+    num_layers, num_kv_heads, head_dim, seq_len, window=None, batch_size=1, bytes_per_value=2
+):
+    return bytes_min(num_layers, 1, head_dim, seq_len, window, batch_size, bytes_per_value)
+
+
+MISTAKES += [
+    Mistake("window bytes: window + 1", _window_plus_one, CHECK, "window + 1 positions"),
+    Mistake("window bytes: no bytes_per_value", _no_bytes, CHECK, "leaves out bytes_per_value"),
+    Mistake("window bytes: no kv heads", _no_heads, CHECK, "leaves out num_kv_heads"),
+]
