@@ -3,13 +3,14 @@
 import json
 import os
 import shutil
+import sys
 import time
 
 import pytest
 
 from autograder import grading, paths, report
 from autograder.cli import main
-from conftest import autograder
+from conftest import autograder, run
 
 
 def _bad_inputs(tmp_path, nb_id):
@@ -159,10 +160,15 @@ def test_bad_input_from_a_real_process(tmp_path, first_notebook):
 
 @pytest.mark.slow
 def test_release_scores_zero_with_a_message_per_cell(tmp_path, first_notebook):
+    """Run as a learner in work/ may run it: the interpreter named by a relative path
+    (``../.venv/bin/python``), which a sandboxed kernel cannot follow from its own folder."""
     learner_copy = tmp_path / "anywhere" / f"{first_notebook}.ipynb"
     learner_copy.parent.mkdir()
     shutil.copyfile(paths.release_notebook(first_notebook), learner_copy)
-    result = autograder("check", str(learner_copy), "--json")
+    python = os.path.relpath(sys.executable, learner_copy.parent)
+    assert python.startswith("..")
+    argv = [python, "-m", "autograder", "check", learner_copy.name, "--json"]
+    result = run(argv, cwd=learner_copy.parent)
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
     assert set(report) == {"notebook", "score", "max_score", "cells", "manual"}
