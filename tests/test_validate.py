@@ -54,3 +54,31 @@ def test_problems_flag_a_failing_solution_and_a_passing_release():
     assert _problems(NotebookResult("nb", "nb"), _result(0)) == [
         "solution: no auto-graded test cells"
     ]
+
+
+def test_validate_reads_a_notebook_caught_mid_save_whole(tmp_path, monkeypatch):
+    """JupyterLab's Ctrl+S truncates the file and writes it anew: a Validate that read in between
+    crashed ("Notebook does not appear to be JSON: ''"). It reads as ``check`` does: it waits
+    out the save, and a file that stays empty gets one line, not a traceback."""
+    import threading
+    from types import SimpleNamespace
+
+    import nbformat
+    from traitlets.config import Config
+
+    from autograder.lab_validate import ThreadedValidateHandler
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")])
+    path = tmp_path / "mine.ipynb"
+    path.write_text("")
+    handler = ThreadedValidateHandler.__new__(ThreadedValidateHandler)
+    handler.application = SimpleNamespace(settings={"root_dir": str(tmp_path)})
+    handler.load_config = Config
+    monkeypatch.setattr(ThreadedValidateHandler, "log", SimpleNamespace(error=print), raising=False)
+    threading.Timer(0.3, path.write_text, [nbformat.writes(nb)]).start()
+    result = handler.validate_notebook("mine.ipynb")
+    assert result["success"], result["value"]
+    path.write_text("")
+    result = handler.validate_notebook("mine.ipynb")
+    assert not result["success"] and "is empty" in result["value"], result
+    assert "Traceback" not in result["value"]
