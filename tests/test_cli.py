@@ -199,3 +199,40 @@ def test_a_notebook_caught_mid_save_is_read_whole(tmp_path, first_notebook):
     path.write_text("")
     threading.Timer(0.3, path.write_text, [good]).start()
     assert read_notebook(path).cells
+
+
+def test_every_instructor_cell_has_a_measured_time_and_a_short_limit():
+    """``check``'s per-cell limits come from the stored timings (:mod:`autograder.cell_limits`):
+    a cell added or edited since is named here, with the command that times it again."""
+    import nbformat
+
+    from autograder import cell_limits
+    from autograder.nbgrader_settings import CELL_TIMEOUT_S
+
+    measured = json.loads(cell_limits.MEASURED.read_text())
+    for nb_id in paths.notebook_ids():
+        nb = nbformat.read(paths.solution_notebook(nb_id), as_version=4)
+        missing = [c.id for c in nb.cells if c.cell_type == "code" and c.id not in measured[nb_id]]
+        assert not missing, f"run `python -m autograder.cell_limits {nb_id}`: {missing} untimed"
+    first = nbformat.read(paths.release_notebook(paths.notebook_ids()[0]), as_version=4)
+    tests = [c for c in first.cells if c.cell_type == "code" and c.id.startswith("test_")]
+    limits = [cell_limits.limit(c, CELL_TIMEOUT_S) for c in tests]
+    assert max(limits) <= 2 * cell_limits.FLOOR_S, limits  # notebook 01's tests take < 1 s
+    assert cell_limits.limit({"id": "a-cell-the-learner-added"}, CELL_TIMEOUT_S) == CELL_TIMEOUT_S
+
+
+@pytest.mark.slow
+def test_an_endless_loop_is_named_within_seconds(tmp_path, first_notebook):
+    """An endless loop in notebook 01's softmax used to wait out 60 s in each cell that called it
+    (190 s in all); each cell's limit now follows what the solution needs there."""
+    nb = json.loads(paths.release_notebook(first_notebook).read_text())
+    answer = next(c for c in nb["cells"] if c.get("id") == "softmax")
+    answer["source"] = "def softmax(x, dim=-1):\n    while True:\n        pass\n"
+    mine = tmp_path / f"{first_notebook}.ipynb"
+    mine.write_text(json.dumps(nb))
+    began = time.monotonic()
+    result = autograder("check", str(mine))
+    took = time.monotonic() - began
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "look for an endless loop" in result.stdout, result.stdout
+    assert took < 60, f"{took:.0f} s"
