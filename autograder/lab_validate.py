@@ -12,7 +12,8 @@ summary, :data:`autograder.feedback._SUMMARY`, is one per process); a second cli
 The notebook is read as ``check`` reads it (:func:`autograder.notebook_files.read_notebook`):
 Ctrl+S truncates the file and writes it anew, and a Validate that read in between crashed with
 "Notebook does not appear to be JSON: ''"; the one reader waits out a save in progress, and a
-file that stays unreadable gets its one-line explanation instead of a traceback.
+file that stays unreadable gets its one-line explanation instead of a traceback. A mock interview
+(:mod:`autograder.interview`) is not run at all: :data:`MOCK_INTERVIEW` says where it is graded.
 
 ``autograder/jupyter_config/jupyter_server_config.py`` turns nbgrader's handler off and this one on.
 """
@@ -35,6 +36,13 @@ from tornado import web
 from autograder.notebook_files import NotebookError, read_notebook
 
 _ONE_AT_A_TIME = asyncio.Lock()
+# A mock interview has no nbgrader cells: Validate said "Success!" whatever its test cell said,
+# and its rerun in another kernel added runs to the scorecard.
+MOCK_INTERVIEW = (
+    "Validate does not grade a mock interview: run its test cell (the one that calls "
+    "`interview.run_tests`), which grades your answer and keeps the scorecard; "
+    "`python -m autograder progress` shows the scorecard."
+)
 _READ = threading.local()  # the notebook the handler read, for nbgrader's Validator to use
 
 
@@ -67,6 +75,9 @@ class ThreadedValidateHandler(ValidateAssignmentHandler):
                 _READ.notebook = read_notebook(target)
         except NotebookError as err:
             return {"success": False, "value": str(err)}
+        if _READ.notebook.metadata.get("mock_interview"):
+            _READ.__dict__.pop("notebook")
+            return {"success": False, "value": MOCK_INTERVIEW}
         try:
             return super().validate_notebook(path)
         finally:
