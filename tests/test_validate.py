@@ -57,7 +57,7 @@ def test_problems_flag_a_failing_solution_and_a_passing_release():
 
 
 def _validate_handler(root, monkeypatch):
-    """JupyterLab's Validate handler (autograder.lab_validate) serving ``root``, without a server."""
+    """The Validate handler of autograder.lab_validate serving ``root``, without a server."""
     from types import SimpleNamespace
 
     from traitlets.config import Config
