@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -238,6 +239,9 @@ def _needs_repository(args) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # `../.venv/bin/python -m autograder` (from work/) makes sys.executable ".../work/../.venv/...":
+    # a grading kernel, sandboxed where work/ is not mounted, cannot walk through that "..".
+    sys.executable = os.path.normpath(sys.executable)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["lab"] and not {"-h", "--help"} & set(argv[1:2]):
         # Everything after `lab` is JupyterLab's (argparse would refuse `--port 8891` etc.).

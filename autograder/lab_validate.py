@@ -9,6 +9,12 @@ with them. This extension serves the same two addresses nbgrader's button calls
 runs in a worker thread and the server keeps answering. One Validate grades at a time (its
 summary, :data:`autograder.feedback._SUMMARY`, is one per process); a second click waits its turn.
 
+The notebook is read as ``check`` reads it (:func:`autograder.notebook_files.read_notebook`):
+Ctrl+S truncates the file and writes it anew, and a Validate that read in between crashed with
+"Notebook does not appear to be JSON: ''"; the one reader waits out a save in progress, and a
+file that stays unreadable gets its one-line explanation instead of a traceback. A mock interview
+(:mod:`autograder.interview`) is not run at all: :data:`MOCK_INTERVIEW` says where it is graded.
+
 ``autograder/jupyter_config/jupyter_server_config.py`` turns nbgrader's handler off and this one on.
 """
 
@@ -16,7 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+from pathlib import Path
 
+import nbgrader.validator
 from jupyter_server.utils import url_path_join
 from nbgrader.server_extensions.validate_assignment.handlers import (
     NbGraderVersionHandler,
@@ -24,7 +33,25 @@ from nbgrader.server_extensions.validate_assignment.handlers import (
 )
 from tornado import web
 
+from autograder.notebook_files import NotebookError, read_notebook
+
 _ONE_AT_A_TIME = asyncio.Lock()
+# A mock interview has no nbgrader cells: Validate said "Success!" whatever its test cell said,
+# and its rerun in another kernel added runs to the scorecard.
+MOCK_INTERVIEW = (
+    "Validate does not grade a mock interview: run its test cell (the one that calls "
+    "`interview.run_tests`), which grades your answer and keeps the scorecard; "
+    "`python -m autograder progress` shows the scorecard."
+)
+_READ = threading.local()  # the notebook the handler read, for nbgrader's Validator to use
+
+
+def _read_once(name, as_version):
+    """nbgrader's Validator reads the notebook with this: the one the handler has just read."""
+    return _READ.__dict__.pop("notebook", None) or read_notebook(Path(name))
+
+
+nbgrader.validator.read_nb = _read_once
 
 
 class ThreadedValidateHandler(ValidateAssignmentHandler):
@@ -39,6 +66,22 @@ class ThreadedValidateHandler(ValidateAssignmentHandler):
         async with _ONE_AT_A_TIME:
             output = await asyncio.to_thread(self.validate_notebook, path)
         self.finish(json.dumps(output))
+
+    def validate_notebook(self, path):
+        root = Path(self.root_dir).resolve()
+        target = (root / path).resolve()
+        try:
+            if target.is_relative_to(root):  # else nbgrader's own answer: access denied
+                _READ.notebook = read_notebook(target)
+        except NotebookError as err:
+            return {"success": False, "value": str(err)}
+        if _READ.notebook.metadata.get("mock_interview"):
+            _READ.__dict__.pop("notebook")
+            return {"success": False, "value": MOCK_INTERVIEW}
+        try:
+            return super().validate_notebook(path)
+        finally:
+            _READ.__dict__.pop("notebook", None)
 
 
 def _jupyter_server_extension_points():

@@ -4,7 +4,8 @@ What each setting guards against is measured in ``shared/notes/nbgrader.md``:
 
 - deleted test cells are put back (``add_missing_cells``), so they are graded instead of being
   left "needs manual grade" forever;
-- a per-cell timeout, so an infinite loop costs one cell, not the whole run;
+- a per-cell timeout, so an infinite loop costs one cell, not the whole run; under ``check``,
+  each cell's own, from what the solution takes there (:mod:`autograder.cell_limits`);
 - stderr output is dropped before grading (``IgnorePattern``): a correct answer that prints a
   warning keeps its points — a failing test still fails through its exception;
 - feedback hides hidden tests and shortens tracebacks (:class:`HideHiddenTests`);
@@ -14,6 +15,7 @@ What each setting guards against is measured in ``shared/notes/nbgrader.md``:
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,7 +30,7 @@ from nbgrader.preprocessors import (
 )
 from traitlets.config import Config
 
-from autograder import paths
+from autograder import cell_limits, paths
 from autograder.classroom.isolation import Limits
 from autograder.classroom.launch import sandbox_settings
 from autograder.feedback import ClassroomFeedback, HideHiddenTests, Sanitize, validation_hooks
@@ -121,6 +123,8 @@ def grading_config(
         CheckCellMetadata,
     ]
     c.Execute.timeout = limits.cell_timeout_s
+    if not verify:  # check: each cell's own limit (grade re-checks within the cell's limit)
+        c.Execute.timeout_func = functools.partial(cell_limits.limit, cap_s=limits.cell_timeout_s)
     c.Execute.shutdown_kernel = "immediate"
     c.GradingExecute.notebook_budget = limits.notebook_budget_s
     c.GradingExecute.output_limit = limits.output_bytes

@@ -111,20 +111,32 @@ def progress(folder: Path, echo=print) -> bool:
         try:
             read_notebook(path)
         except NotebookError as err:
-            lines[nb_id] = f"unreadable: {err}"
+            points, written = _points(nb_id)
+            maximum += points
+            lines[nb_id] = f"{_score('0', points, written):<20} unreadable: {err}"
             wrong += 1
             continue
         submissions.append(Submission(nb_id, "learner", path.resolve()))
     if submissions:
         for result in _grade(submissions):
-            total, maximum = total + result.score, maximum + result.max_score
-            wrong += bool(result.error)
-            score = _score(f"{result.score:g}", result.max_score, len(result.manual))
+            if result.error:  # no cells were graded: the notebook's points still count, as 0
+                points, written = _points(result.notebook_id)
+                score = _score("0", points, written)
+                maximum += points
+                wrong += 1
+            else:
+                score = _score(f"{result.score:g}", result.max_score, len(result.manual))
+                total, maximum = total + result.score, maximum + result.max_score
             lines[result.notebook_id] = f"{score:<20} {_status(result)}"
     width = max(len(nb_id) for nb_id in ids)
     for nb_id in ids:
         echo(f"{nb_id:<{width}}  {lines[nb_id]}")
-    echo(f"{'total':<{width}}  {total:g}/{maximum:g} automatic points")
+    failed = (
+        f" ({wrong} notebook{'s' if wrong > 1 else ''} could not be graded, scored 0: see above)"
+        if wrong
+        else ""
+    )
+    echo(f"{'total':<{width}}  {total:g}/{maximum:g} automatic points{failed}")
     _mock_interviews(folder, echo)
     return not wrong
 

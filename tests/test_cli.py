@@ -3,13 +3,14 @@
 import json
 import os
 import shutil
+import sys
 import time
 
 import pytest
 
 from autograder import grading, paths, report
 from autograder.cli import main
-from conftest import autograder
+from conftest import autograder, run
 
 
 def _bad_inputs(tmp_path, nb_id):
@@ -159,10 +160,15 @@ def test_bad_input_from_a_real_process(tmp_path, first_notebook):
 
 @pytest.mark.slow
 def test_release_scores_zero_with_a_message_per_cell(tmp_path, first_notebook):
+    """Run as a learner in work/ may run it: the interpreter named by a relative path
+    (``../.venv/bin/python``), which a sandboxed kernel cannot follow from its own folder."""
     learner_copy = tmp_path / "anywhere" / f"{first_notebook}.ipynb"
     learner_copy.parent.mkdir()
     shutil.copyfile(paths.release_notebook(first_notebook), learner_copy)
-    result = autograder("check", str(learner_copy), "--json")
+    python = os.path.relpath(sys.executable, learner_copy.parent)
+    assert python.startswith("..")
+    argv = [python, "-m", "autograder", "check", learner_copy.name, "--json"]
+    result = run(argv, cwd=learner_copy.parent)
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
     assert set(report) == {"notebook", "score", "max_score", "cells", "manual"}
@@ -193,3 +199,40 @@ def test_a_notebook_caught_mid_save_is_read_whole(tmp_path, first_notebook):
     path.write_text("")
     threading.Timer(0.3, path.write_text, [good]).start()
     assert read_notebook(path).cells
+
+
+def test_every_instructor_cell_has_a_measured_time_and_a_short_limit():
+    """``check``'s per-cell limits come from the stored timings (:mod:`autograder.cell_limits`):
+    a cell added or edited since is named here, with the command that times it again."""
+    import nbformat
+
+    from autograder import cell_limits
+    from autograder.nbgrader_settings import CELL_TIMEOUT_S
+
+    measured = json.loads(cell_limits.MEASURED.read_text())
+    for nb_id in paths.notebook_ids():
+        nb = nbformat.read(paths.solution_notebook(nb_id), as_version=4)
+        missing = [c.id for c in nb.cells if c.cell_type == "code" and c.id not in measured[nb_id]]
+        assert not missing, f"run `python -m autograder.cell_limits {nb_id}`: {missing} untimed"
+    first = nbformat.read(paths.release_notebook(paths.notebook_ids()[0]), as_version=4)
+    tests = [c for c in first.cells if c.cell_type == "code" and c.id.startswith("test_")]
+    limits = [cell_limits.limit(c, CELL_TIMEOUT_S) for c in tests]
+    assert max(limits) <= 2 * cell_limits.FLOOR_S, limits  # notebook 01's tests take < 1 s
+    assert cell_limits.limit({"id": "a-cell-the-learner-added"}, CELL_TIMEOUT_S) == CELL_TIMEOUT_S
+
+
+@pytest.mark.slow
+def test_an_endless_loop_is_named_within_seconds(tmp_path, first_notebook):
+    """An endless loop in notebook 01's softmax used to wait out 60 s in each cell that called it
+    (190 s in all); each cell's limit now follows what the solution needs there."""
+    nb = json.loads(paths.release_notebook(first_notebook).read_text())
+    answer = next(c for c in nb["cells"] if c.get("id") == "softmax")
+    answer["source"] = "def softmax(x, dim=-1):\n    while True:\n        pass\n"
+    mine = tmp_path / f"{first_notebook}.ipynb"
+    mine.write_text(json.dumps(nb))
+    began = time.monotonic()
+    result = autograder("check", str(mine))
+    took = time.monotonic() - began
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "look for an endless loop" in result.stdout, result.stdout
+    assert took < 60, f"{took:.0f} s"

@@ -121,6 +121,7 @@ LAYERS = {
     "autograder.messages": 2,
     "autograder.feedback": 2,
     "autograder.lab_validate": 2,
+    "autograder.cell_limits": 2,
     "autograder.nbgrader_settings": 2,
     "autograder.nbgrader_run": 2,
     "autograder.build": 2,

@@ -120,3 +120,33 @@ def test_unchanged_notebooks_keep_their_last_grade_and_changed_ones_are_regraded
     code.write_text("x = 2\n")  # the grader changed: every saved grade is stale
     assert main(["progress", str(work)]) == 0
     assert graded == [first_notebook] * 4
+
+
+def test_a_notebook_that_could_not_be_graded_still_counts_in_the_total(
+    tmp_path, first_notebook, monkeypatch, capsys
+):
+    """A grading kernel that dies gives a result with no cells: its notebook's points must stay
+    in the total (scored 0), and the total must say why, instead of the total quietly shrinking."""
+    from autograder.results import NotebookResult
+
+    work = tmp_path / "work"
+    shutil.copytree(paths.COURSE_DIR, work)
+    mine = paths.find_learner_notebook(work, first_notebook)
+    nb = json.loads(mine.read_text())
+    next(c for c in nb["cells"] if nbcell.is_answer(c))["source"] = "def softmax(x):\n    pass\n"
+    mine.write_text(json.dumps(nb))
+
+    def grade(submissions, **kwargs):
+        (sub,) = submissions
+        return [NotebookResult(str(sub.path), sub.notebook_id, error="the kernel died")]
+
+    monkeypatch.setattr(grading, "grade_submissions", grade)
+    assert main(["progress", str(work)]) == 2
+    lines = capsys.readouterr().out.splitlines()
+    everything = sum(progress._points(nb_id)[0] for nb_id in paths.notebook_ids())
+    total = next(line for line in lines if line.startswith("total"))
+    assert total.split()[1] == f"0/{everything:g}", total
+    assert "1 notebook could not be graded" in total and "scored 0" in total, total
+    mine_line = next(line for line in lines if line.startswith(first_notebook))
+    assert f"0/{progress._points(first_notebook)[0]:g}" in mine_line, mine_line
+    assert "could not be graded: the kernel died" in mine_line, mine_line

@@ -23,6 +23,7 @@ def _raised(fn, *args) -> BaseException:
 @pytest.fixture(autouse=True)
 def _nothing_waiting(monkeypatch):
     monkeypatch.setattr(unfinished, "_waiting", [])
+    monkeypatch.setattr(unfinished, "_unset_by", {})
 
 
 def test_a_stub_names_its_exercise_and_a_methods_its_class():
@@ -78,3 +79,49 @@ def test_an_answer_cell_names_only_the_answers_still_unset():
     source = "a_mha = None\na_gqa = None\na_mha = 3\nraise NotImplementedError()\n"
     line = unfinished.describe(_answer_cell(source)[0])
     assert line.startswith("`a_gqa`: not answered yet. Set it in this cell"), line
+
+
+def _run_cell(source: str, namespace: dict, number: int) -> BaseException:
+    """Run ``source`` as IPython runs cell ``number``: its text in linecache, top-level code."""
+    import linecache
+
+    filename = f"/tmp/ipykernel_1/{number}.py"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    with pytest.raises(BaseException) as info:
+        exec(compile(source, filename, "exec"), namespace)
+    return info.value
+
+
+def get_device():
+    raise NotImplementedError()
+
+
+def tiled_attention_backward(q, k, v):
+    raise NotImplementedError()
+
+
+def mha_parallel(x, mha):
+    raise NotImplementedError()
+
+
+def test_a_name_is_blamed_on_the_exercise_that_stopped_the_cell_that_sets_it():
+    """Notebook 06 under Run All: `device = get_device()` stops at the first exercise, a later
+    cell at `tiled_attention_backward`; a cell using `device` needs `get_device`, not the later."""
+    namespace = {"get_device": get_device, "tiled_attention_backward": tiled_attention_backward}
+    unfinished.describe(_run_cell("device = get_device()\nx = 1\n", namespace, 3))
+    unfinished.describe(_run_cell("dq = tiled_attention_backward(1, 2, 3)\n", namespace, 9))
+    line = unfinished.describe(_run_cell("print(device)\n", namespace, 10))
+    assert "`device` is not defined" in line and "`get_device`" in line, line
+    assert "tiled_attention_backward" not in line, line
+
+
+def test_an_unanswered_answer_is_blamed_on_its_cell_not_on_an_earlier_exercise():
+    """Notebook 05 under Run All: `mha_parallel` stops its examples, then the quiz's answer cells
+    (a commented `# answer_q1 = ...` and the stub's raise) stop; `answer_q1` is not answered."""
+    namespace = {"mha_parallel": mha_parallel, "check": print}
+    unfinished.describe(_run_cell("out = mha_parallel(1, 2)\n", namespace, 4))
+    stub = '# answer_q1 = "a", "b", "c" or "d"\n# YOUR CODE HERE\nraise NotImplementedError()\n'
+    unfinished.describe(_run_cell(stub, namespace, 20))
+    line = unfinished.describe(_run_cell('check("q1", answer_q1)\n', namespace, 21))
+    assert "`answer_q1` is not defined: its answer cell is not answered yet" in line, line
+    assert "mha_parallel" not in line, line

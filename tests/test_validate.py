@@ -54,3 +54,53 @@ def test_problems_flag_a_failing_solution_and_a_passing_release():
     assert _problems(NotebookResult("nb", "nb"), _result(0)) == [
         "solution: no auto-graded test cells"
     ]
+
+
+def _validate_handler(root, monkeypatch):
+    """The Validate handler of autograder.lab_validate serving ``root``, without a server."""
+    from types import SimpleNamespace
+
+    from traitlets.config import Config
+
+    from autograder.lab_validate import ThreadedValidateHandler
+
+    handler = ThreadedValidateHandler.__new__(ThreadedValidateHandler)
+    handler.application = SimpleNamespace(settings={"root_dir": str(root)})
+    handler.load_config = Config
+    monkeypatch.setattr(ThreadedValidateHandler, "log", SimpleNamespace(error=print), raising=False)
+    return handler
+
+
+def test_validate_does_not_run_a_mock_interview(tmp_path, monkeypatch):
+    """A mock interview has no nbgrader cells: Validate said "Success!" while its test cell
+    failed, and its rerun added runs to the scorecard. It says where the interview is graded."""
+    from autograder.interview import notebook, scorecard
+
+    path, record = notebook.write("causal_mha", tmp_path, seed=1)
+    result = _validate_handler(tmp_path, monkeypatch).validate_notebook(
+        str(path.relative_to(tmp_path))
+    )
+    assert not result["success"], result
+    assert "run its test cell" in result["value"], result
+    assert scorecard.attempt(path.parent, record["id"])["runs"] == 0
+
+
+def test_validate_reads_a_notebook_caught_mid_save_whole(tmp_path, monkeypatch):
+    """JupyterLab's Ctrl+S truncates the file and writes it anew: a Validate that read in between
+    crashed ("Notebook does not appear to be JSON: ''"). It reads as ``check`` does: it waits
+    out the save, and a file that stays empty gets one line, not a traceback."""
+    import threading
+
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")])
+    path = tmp_path / "mine.ipynb"
+    path.write_text("")
+    handler = _validate_handler(tmp_path, monkeypatch)
+    threading.Timer(0.3, path.write_text, [nbformat.writes(nb)]).start()
+    result = handler.validate_notebook("mine.ipynb")
+    assert result["success"], result["value"]
+    path.write_text("")
+    result = handler.validate_notebook("mine.ipynb")
+    assert not result["success"] and "is empty" in result["value"], result
+    assert "Traceback" not in result["value"]

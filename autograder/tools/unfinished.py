@@ -9,7 +9,10 @@ those two errors as one line each:
 - ``needs `split_heads`: it is not written yet (replace its `raise NotImplementedError()`), then
   run this cell again.``
 - ```torch_mha` is not defined: the cell that defines it stopped, as it needs `MultiHeadAttention`
-  …``
+  …``: the exercise that stopped the cell that sets that name (``device = get_device()``), or,
+  for an answer cell's variable, that its cell is not answered yet; the latest exercise that
+  stopped a cell only when no stopped cell sets the name (the name is misspelt, or its cell
+  never ran);
 - an answer cell that is itself the stub (``answer_x = None`` then ``raise
   NotImplementedError()``, notebooks 05 and 09) is named by the variables it sets: not answered
   yet, or answered (its test cell and the grade count the value) with the ``raise`` line still to
@@ -22,10 +25,15 @@ shown. Widgets use :func:`describe` for the same line inside their output.
 from __future__ import annotations
 
 import dis
+import linecache
 import re
 import types
 
 _waiting: list[str] = []  # the unfinished exercises that stopped a cell, latest last
+# A name a stopped cell would have set -> the exercise it waited for (None: an answer not given).
+_unset_by: dict[str, str | None] = {}
+# In an answer cell's stub, the commented line that says which variable to set.
+_COMMENTED_ASSIGNMENT = re.compile(r"^#\s*([A-Za-z_]\w*)\s*=", re.MULTILINE)
 
 
 def _is_course_file(filename: str) -> bool:
@@ -51,6 +59,54 @@ def _answer_names(frame: types.FrameType) -> list[str]:
         if op.opname in ("STORE_NAME", "STORE_GLOBAL") and op.argval not in names:
             names.append(op.argval)
     return names
+
+
+def _cell_frame(exc: BaseException) -> types.FrameType | None:
+    """The top-level frame of the learner's cell that ``exc`` stopped, or None."""
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name == "<module>" and not _is_course_file(code.co_filename):
+            return tb.tb_frame
+        tb = tb.tb_next
+    return None
+
+
+def _note_unset(exc: BaseException, exercise: str | None) -> None:
+    """Remember the names the stopped cell did not get to set, and why: ``exercise``, or (None)
+    an answer cell not answered yet, whose stub names its variable only in a comment."""
+    frame = _cell_frame(exc)
+    if frame is None:
+        return
+    names = _answer_names(frame)
+    if exercise is None:
+        source = "".join(linecache.getlines(frame.f_code.co_filename))
+        names += _COMMENTED_ASSIGNMENT.findall(source)
+    for name in names:
+        if frame.f_globals.get(name) is None:
+            _unset_by[name] = exercise
+
+
+def _undefined(what: str, name: str | None) -> str:
+    """The line for a NameError of ``name`` (shown as ``what``)."""
+    if name in _unset_by:
+        exercise = _unset_by[name]
+        if exercise is None:
+            return (
+                f"{what} is not defined: its answer cell is not answered yet. Set it there, "
+                "delete that cell's `raise NotImplementedError()` line and run it again."
+            )
+        return (
+            f"{what} is not defined: the cell that sets it stopped, as it needed `{exercise}`, "
+            "not written yet then. Run the cells from there again once it is written."
+        )
+    if _waiting:
+        return (
+            f"{what} is not defined: the cell that defines it stopped (it needed "
+            f"`{_waiting[-1]}`, not written yet then), or the name is misspelt. Run the "
+            "cells from there again once it is written."
+        )
+    return f"{what} is not defined: run the cells above this one first."
 
 
 def unfinished_exercise(exc: BaseException) -> str | None:
@@ -87,11 +143,13 @@ def describe(exc: BaseException) -> str:
     """One line for a learner about an error an example, plot or widget ran into."""
     frame = _stub_frame(exc)
     if frame is not None and frame.f_code.co_name == "<module>":
+        _note_unset(exc, None)
         return _answer_cell(frame)
     name = unfinished_exercise(exc)
     if name is not None:
         if name not in _waiting:
             _waiting.append(name)
+        _note_unset(exc, name)
         return (
             f"needs `{name}`: it is not written yet (replace its `raise NotImplementedError()` "
             "with your code and run that cell), then run this cell again."
@@ -99,13 +157,7 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, NameError):
         missing = re.search(r"'([^']+)'", str(exc))
         what = f"`{missing.group(1)}`" if missing else "a name"
-        if _waiting:
-            return (
-                f"{what} is not defined: the cell that defines it stopped (it needed "
-                f"`{_waiting[-1]}`, not written yet then), or the name is misspelt. Run the "
-                "cells from there again once it is written."
-            )
-        return f"{what} is not defined: run the cells above this one first."
+        return _undefined(what, missing.group(1) if missing else None)
     return f"{type(exc).__name__}: {exc}"
 
 
