@@ -6,6 +6,8 @@ key/value heads, ``hs`` head size.
 
 from __future__ import annotations
 
+import torch
+
 from autograder.checks import nb08_window as window
 
 from .problems_attention import mask_additive, mask_blocked
@@ -19,8 +21,19 @@ def _past_len(fn):
     return sliding_window_mask
 
 
+def _placed(mask):
+    """The variants' contracts name no device, the course's check asks for one: the grader
+    places the candidate's mask there."""
+
+    def sliding_window_mask(*args, device=None, **kwargs):
+        out = mask(*args, **kwargs)
+        return out.to(device) if device is not None and isinstance(out, torch.Tensor) else out
+
+    return sliding_window_mask
+
+
 def _window_task(name: str, signature: str, contract: str, adapt, inverted: str = "") -> Task:
-    grader = course_check(window.check_sliding_window_mask_values, adapt)
+    grader = course_check(window.check_sliding_window_mask_values, lambda fn: _placed(adapt(fn)))
     rewrites = (("is inverted: True must mean", inverted),) if inverted else ()
     return Task(name, signature, contract, (grader,), (window.MASK,), rewrites)
 
