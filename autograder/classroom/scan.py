@@ -4,10 +4,10 @@ Flags are hints for a human, never a grade: most have innocent uses (``os.enviro
 They are listed per submission in the summary and the grades CSV. Magics and ``!`` shell lines
 are translated to Python first (IPython's own transformer), so ``!cat ../x`` is seen too.
 
-One kind is more than a hint: dynamic features (another function's ``__globals__``, frames, code
-from strings, PyTorch's modes switched off, the grading package) in code the learner wrote can
-reach around the checks, so :func:`withheld_tests` names the test cells that depend on such code,
-and their points wait for a person. The course's own answers use none of them.
+One kind is more than a hint: code the learner wrote that uses anything outside the allow-list
+of :mod:`autograder.classroom.allowed` could reach around the checks, so :func:`withheld_tests`
+names the test cells that depend on such code, and their points wait for a person. The course's
+own answers stay inside it.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import re
 from IPython.core.inputtransformer2 import TransformerManager
 
 from autograder import nbcell
+from autograder.classroom import allowed
 
 LIBRARIES = {"torch", "F", "nn", "np", "numpy", "math", "builtins", "autograder", "IPython"}
 CALLS = {
@@ -39,6 +40,7 @@ MODULES = {
     "signal": "handles signals",
     "inspect": "inspects frames or source",
     "gc": "walks the garbage collector's objects",
+    "autograder": "uses the grading package",
 }
 ATTRIBUTES = {
     ("sys", "settrace"): "traces execution",
@@ -51,46 +53,8 @@ ATTRIBUTES = {
     ("os", "popen"): "runs shell commands",
     ("os", "environ"): "reads or sets environment variables",
     ("os", "chdir"): "changes directory",
+    ("sys", "modules"): "uses sys.modules",
 }
-# Dynamic features: ways around the code as written (another function's globals, frames, the
-# interpreter's objects, code from strings, PyTorch's dispatch modes switched off, the grading
-# package itself). In a cell the learner wrote they also withhold the tests that use it.
-DUNDERS = {
-    "__builtins__",
-    "__globals__",
-    "__code__",
-    "__closure__",
-    "__subclasses__",
-    "__dict__",
-    "__traceback__",
-}
-FRAMES = {"f_globals", "f_locals", "f_builtins", "f_back", "tb_frame", "gi_frame", "cr_frame"}
-FROM_STRINGS = {
-    "__import__": "imports by name (__import__)",
-    "exec": "runs code from a string (exec)",
-    "eval": "evaluates code from a string (eval)",
-    "compile": "compiles code from a string (compile)",
-}
-DYNAMIC_PATHS = {  # a dotted name, or what it starts with
-    "importlib": "imports modules by name (importlib)",
-    "autograder": "uses the grading package (autograder)",
-    "torch._C": "reaches PyTorch's internals (torch._C)",
-    "torch.overrides": "switches PyTorch's function modes (torch.overrides)",
-    "torch.ops": "calls PyTorch operators by name (torch.ops)",
-    "torch.utils.flop_counter": "measures FLOPs with PyTorch (torch.utils.flop_counter)",
-    "torch.utils._python_dispatch": "runs a dispatch mode of its own (TorchDispatchMode)",
-    "sys.modules": "uses sys.modules",
-    "sys._getframe": "inspects frames (sys._getframe)",
-    "inspect.currentframe": "inspects frames (inspect.currentframe)",
-    "inspect.stack": "inspects frames (inspect.stack)",
-    "inspect.trace": "inspects frames (inspect.trace)",
-    "gc.get_objects": "walks the interpreter's objects (gc.get_objects)",
-    "gc.get_referrers": "walks the interpreter's objects (gc.get_referrers)",
-    "gc.get_referents": "walks the interpreter's objects (gc.get_referents)",
-}
-MODE_SWITCHES = re.compile(r"DisableTorch\w*|_disable_current_modes|_pop_mode\w*|_pop_torch_\w+")
-DOTTED = re.compile(r"[A-Za-z_][\w.]*")
-GRADING_PATH = re.compile(r"(^|/)autograder(/|$)")
 PATH_OUTSIDE = re.compile(r"(^|[\s'\"])(\.\./|/(?!tmp\b)[A-Za-z])")
 # A string that is an absolute path (``/srv/course``, ``/tmp/x/gradebook.db``), not a label
 # such as ``"/ sqrt(d)"``: a learner's folder is the working directory, so its files are relative.
@@ -157,20 +121,6 @@ def _binds_computed(tree: ast.Module) -> bool:
     return False
 
 
-def _imported(tree: ast.Module) -> dict[str, str]:
-    """Local name -> the dotted name it was imported as (``C`` -> ``torch._C``)."""
-    names = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                names[a.asname or a.name.split(".")[0]] = (
-                    a.name if a.asname else a.name.split(".")[0]
-                )
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
-    return names
-
-
 def _path(node: ast.AST, imported: dict[str, str]) -> str | None:
     """``torch._C._foo`` for an attribute chain on a name, with imports resolved."""
     parts = []
@@ -182,60 +132,12 @@ def _path(node: ast.AST, imported: dict[str, str]) -> str | None:
     return ".".join([imported.get(node.id, node.id), *reversed(parts)])
 
 
-def _dynamic_path(path: str) -> str | None:
-    for prefix, what in DYNAMIC_PATHS.items():
-        if path == prefix or path.startswith(prefix + "."):
-            return what
-    parts = path.split(".")
-    switch = next((part for part in parts if MODE_SWITCHES.fullmatch(part)), None)
-    if switch:
-        return f"switches PyTorch's modes off ({switch})"
-    if parts[0] == "builtins" and parts[-1] in FROM_STRINGS:
-        return FROM_STRINGS[parts[-1]]
-    return None
-
-
-def _dynamic(tree: ast.Module) -> list[str]:
-    imported = _imported(tree)
-    found: list[str] = []
-    for node in ast.walk(tree):
-        what: list[str | None] = []
-        if isinstance(node, ast.Import):
-            what = [_dynamic_path(a.name) for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            what = [_dynamic_path(f"{node.module}.{a.name}") for a in node.names]
-        elif isinstance(node, (ast.Name, ast.Attribute)):
-            name = node.id if isinstance(node, ast.Name) else node.attr
-            path = _path(node, imported)
-            if isinstance(node, ast.Name) and name in FROM_STRINGS:
-                what.append(FROM_STRINGS[name])
-            if name in DUNDERS:
-                what.append(f"uses {name}")
-            if name in FRAMES:
-                what.append(f"walks frames ({name})")
-            if MODE_SWITCHES.fullmatch(name):
-                what.append(f"switches PyTorch's modes off ({name})")
-            what.append(_dynamic_path(path) if path else None)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            text = node.value.strip()
-            if text in DUNDERS or text in FRAMES:  # getattr(f, "__globals__"), vars(f)[...]
-                what.append(f"reads {text} by name")
-            if DOTTED.fullmatch(text):  # importlib.import_module("torch._C"), sys.modules[...]
-                what.append(_dynamic_path(text))
-            elif GRADING_PATH.search(text):
-                what.append("names the grading package in a string")
-        for text in what:
-            if text and text not in found:
-                found.append(text)
-    if _binds_computed(tree):
-        found.append(BINDS_COMPUTED)
-    return found
-
-
-def dynamic_features(source: str) -> list[str]:
-    """What in one cell's source reaches around the code as written (see DUNDERS and after)."""
+def outside_the_list(source: str, context: allowed.Context | None = None) -> list[str]:
+    """What in one cell's source is outside the allow-list (:mod:`allowed`), in one line each;
+    judged alone (any name may be bound elsewhere) unless a notebook's ``context`` is given."""
     tree = parse(source)
-    return _dynamic(tree) if tree is not None else []
+    found = allowed.outside(tree, context or allowed.Context()) if tree is not None else []
+    return [why for why, _ in found]
 
 
 def scan_source(source: str, protected_names: set[str] = frozenset()) -> list[str]:
@@ -284,8 +186,6 @@ def scan_source(source: str, protected_names: set[str] = frozenset()) -> list[st
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             if "../" in node.value or ABSOLUTE_PATH.fullmatch(node.value):
                 flag(f"refers to a path outside its folder ({node.value[:40]!r})")
-    for text in _dynamic(tree):
-        flag(text)
     return found
 
 
@@ -340,7 +240,7 @@ def bindings(tree: ast.Module) -> tuple[set[str], set[str]]:
 
     Besides definitions and assignments, the names in its strings count as bound
     (``globals()["softmax"] = f``, ``exec("def softmax...")``), and so do names its functions
-    declare ``global`` and names it imports in a way the scan flags; other imports bind library
+    declare ``global`` and names it imports from outside the allow-list; other imports bind library
     names, not the learner's code. A cell that binds names it computes
     (``globals()["sd" + "pa"] = f``) binds :data:`EVERY_NAME`: any name at all.
     """
@@ -349,12 +249,9 @@ def bindings(tree: ast.Module) -> tuple[set[str], set[str]]:
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound.add(node.name)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            bound |= {
-                a.asname or a.name for a in node.names if _dynamic_path(f"{node.module}.{a.name}")
-            }
-        elif isinstance(node, ast.Import):
-            bound |= {a.asname or a.name.split(".")[0] for a in node.names if _dynamic_path(a.name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            if allowed.outside(ast.Module(body=[node], type_ignores=[]), allowed.Context()):
+                bound |= {a.asname or a.name.split(".")[0] for a in node.names}
         else:
             bound |= {
                 n.id
@@ -401,41 +298,90 @@ def reached_names(names: set[str], cells: list[tuple[set[str], set[str]]]) -> se
     return reached
 
 
-def withheld_tests(submitted, reference, release) -> dict[str, str]:
+def _context(release, notebook: str, learner: list[ast.Module]) -> allowed.Context:
+    """What the learner's cells may name: what any learner cell or any cell of the release
+    binds, the imports of both, the course helpers the release's given cells import."""
+    names, modules, given = set(), {}, set()
+    for cell in release.cells:
+        tree = parse(cell.source) if cell.cell_type == "code" else None
+        if tree is None or nbcell.is_answer(cell):
+            continue
+        names |= bindings(tree)[0] | set(allowed.imports(tree))
+        modules |= allowed.imports(tree)
+        given |= {
+            f"{n.module}.{a.name}" if isinstance(n, ast.ImportFrom) else a.name
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Import | ast.ImportFrom) and not getattr(n, "level", 0)
+            for a in n.names
+        }
+    for tree in learner:
+        names |= bindings(tree)[0] | set(allowed.imports(tree))
+        modules |= allowed.imports(tree)
+    helpers = {path for path in given if path.startswith("autograder.")}
+    return allowed.Context(names, modules, helpers, given)
+
+
+def withheld_tests(submitted, reference, release, notebook: str = "") -> dict[str, str]:
     """Test cell grade id -> why its points wait for a person: the test uses, directly or through
-    other code of the learner's, a name bound in a cell of the learner's with dynamic features.
+    other code of the learner's, a name bound in a cell of the learner's with code outside the
+    allow-list (:mod:`allowed`). Code outside it that runs when its cell runs (not only inside a
+    function a test reaches), or that such code reaches, could change anything: then every test
+    cell is withheld.
 
     The learner's cells are read from ``submitted`` as handed in (never from a notebook that
     learner code could have touched while it ran): its answer cells, and every code cell that is
     not a cell of the ``release`` unchanged. Test cells come from ``reference``, the instructor's
-    notebook (hidden tests included).
+    notebook (hidden tests included). ``notebook``: its id, for the tools it teaches.
     """
     unchanged = {c.source.strip() for c in release.cells if c.cell_type == "code"}
-    cells = []
+    learner = []
     for index, cell in enumerate(submitted.cells):
         if cell.cell_type != "code":
             continue
         if not nbcell.is_answer(cell) and cell.source.strip() in unchanged:
             continue
         tree = parse(cell.source)
-        if tree is None:
-            continue
-        where = nbcell.grade_id(cell) or f"cell {index + 1}"
-        cells.append((where, *bindings(tree), _dynamic(tree)))
-    flagged = [(where, bound, found) for where, bound, _, found in cells if found]
+        if tree is not None:
+            learner.append((nbcell.grade_id(cell) or f"cell {index + 1}", cell, tree))
+    if not learner:
+        return {}
+    context = _context(release, notebook, [tree for _, _, tree in learner])
+    cells, flagged, now = [], [], []
+    for where, cell, tree in learner:
+        answer = nbcell.is_answer(cell)
+        context.taught = allowed.taught(notebook, nbcell.grade_id(cell), answer)
+        found = allowed.outside(tree, context)
+        bound, read = bindings(tree)
+        cells.append((bound, read))
+        if found:
+            computed = [BINDS_COMPUTED] if EVERY_NAME in bound else []
+            flagged.append((where, bound, computed + [why for why, _ in found]))
+        if any(at_once for _, at_once in found):
+            now.append(where)
     if not flagged:
         return {}
+    for where, _, tree in learner:  # top-level code that calls into code outside the list
+        top = {
+            n.id
+            for statement in tree.body
+            if not isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+            for n in ast.walk(statement)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+        }
+        reached = reached_names(top, cells)
+        if any(_binds(bound, reached) for _, bound, _ in flagged) and where not in now:
+            now.append(where)
     withheld = {}
     for test in (c for c in reference.cells if nbcell.is_test(c)):
         tree = parse(test.source)
         if tree is None:
             continue
-        reached = reached_names(
-            {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)},
-            [(bound, read) for _, bound, read, _ in cells],
-        )
+        reached = reached_names({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}, cells)
         for where, bound, found in flagged:
-            if _binds(bound, reached):
-                withheld[nbcell.grade_id(test)] = f"`{where}`, which {'; '.join(found[:3])}"
+            if where in now or _binds(bound, reached):
+                why = "; ".join(found[:3])
+                if where in now:
+                    why += " (when its cell runs, so every test)"
+                withheld[nbcell.grade_id(test)] = f"`{where}`, which {why}"
                 break
     return withheld

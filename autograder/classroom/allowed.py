@@ -1,0 +1,471 @@
+"""The Python a learner's code may use, so that the grader scores only what it can judge.
+
+Why an allow-list: four rounds of deny-lists (dunders, frames, code from strings, PyTorch's mode
+switches, named modules) each met a fresh adversary with a mechanism none of them named:
+TorchScript, the autograd engine's private entry point, a worker thread, the meta device,
+``pkgutil.resolve_name`` of split strings, numpy. The exercises need far less than Python
+offers, so this module names what they need and everything else is *outside*: the grader does
+not score a test that reaches such code (:func:`autograder.classroom.scan.withheld_tests`), a
+person does.
+
+Allowed in code the learner writes:
+
+- imports of :data:`MODULES` (PyTorch's modelling namespaces, ``math`` and the standard library's
+  plain helpers), the imports the release notebook's given cells make, and, in a notebook that
+  teaches a tool, that tool (:data:`TAUGHT`);
+- names the learner's cells or the release notebook's cells bind (the course's given helpers),
+  and the built-ins of :data:`BUILTINS`;
+- public attributes; on a module, only those that do not lead into a module outside the list or
+  to one of :data:`HANDS_OFF`. Private (``_x``) and dunder attributes are outside, except
+  ``__init__`` and ``__name__``, and ``self._x`` in a method of the learner's own class;
+- ordinary Python syntax: functions, classes (with the special methods of :data:`DUNDER_DEFS`),
+  comprehensions, generators, ``with``, ``try``.
+
+Outside, each named in one line: any other import (a learner's own ``.py`` file included);
+``torch.jit``, ``torch._C``, ``torch.ops``, ``torch.autograd.graph``, ``torch.utils``,
+``torch.library``, ``torch.compile`` and every other PyTorch namespace not listed; ``threading``,
+``concurrent``, ``multiprocessing``, ``ctypes``, ``numpy``, ``pkgutil``, ``importlib``;
+``getattr``, ``setattr``, ``delattr``, ``eval``, ``exec``, ``compile``, ``globals``, ``vars``,
+``locals``, ``__import__``, ``open``; frames, code objects and autograd nodes read as attributes;
+dunder names in strings; coroutines, metaclasses and ``import *``.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib
+import re
+import sys
+import types
+from dataclasses import dataclass, field
+from functools import cache
+
+MODULES = {
+    # PyTorch's modelling namespaces: tensors, layers, functions, devices
+    "torch",
+    "torch.nn",
+    "torch.nn.functional",
+    "torch.nn.init",
+    "torch.nn.attention",  # sdpa_kernel, given in notebooks 05 and 06
+    "torch.autograd",  # grad, Function: judged by the replay's rules, not by name
+    "torch.cuda",
+    "torch.mps",
+    "torch.backends",
+    "torch.backends.cuda",
+    "torch.backends.mps",
+    "torch.backends.cudnn",
+    "torch.linalg",
+    "torch.special",
+    "torch.fft",
+    "torch.testing",
+    "torch.optim",  # training the small models of the demos
+    # the standard library a learner needs: numbers, types, containers, timing, output
+    "math",
+    "typing",
+    "dataclasses",
+    "functools",
+    "itertools",
+    "collections",
+    "collections.abc",
+    "numbers",
+    "enum",
+    "abc",
+    "warnings",
+    "time",
+    "json",
+    "re",
+    # showing results: given in every notebook
+    "matplotlib.pyplot",
+    "IPython.display",
+}
+# What a notebook teaches, allowed in the cells that teach it: the given demo cells (any learner
+# cell that is not an answer) and the answer cells named here.
+TAUGHT = {
+    "05_parallel_vs_sequential": ({"torch.utils.flop_counter"}, frozenset()),
+    "06_gpu_attention": ({"triton", "triton.language"}, frozenset({"triton_attention"})),
+}
+# Public names in allowed namespaces that hand the computation to something the recorder does
+# not see (a compiler, a transform, a file, numpy).
+HANDS_OFF = {
+    "torch.compile": "compiles code (torch.compile)",
+    "torch.vmap": "transforms functions (torch.vmap)",
+    "torch.cond": "traces control flow (torch.cond)",
+    "torch.load": "unpickles a file, which runs its code (torch.load)",
+    "torch.from_numpy": "uses numpy on tensors (torch.from_numpy)",
+    "torch.from_file": "maps a file (torch.from_file)",
+}
+BUILTINS = {
+    *("abs", "all", "any", "bool", "callable", "chr", "complex", "dict", "divmod", "enumerate"),
+    *("filter", "float", "format", "frozenset", "hasattr", "hash", "id", "int", "isinstance"),
+    *("issubclass", "iter", "len", "list", "map", "max", "min", "next", "object", "ord", "pow"),
+    *("print", "property", "range", "repr", "reversed", "round", "set", "slice", "sorted"),
+    *("staticmethod", "classmethod", "str", "sum", "super", "tuple", "type", "zip"),
+    *("True", "False", "None", "Ellipsis", "NotImplemented"),
+}
+EXCEPTIONS = {
+    n
+    for n, v in vars(builtins).items()
+    if isinstance(v, type) and issubclass(v, Warning | Exception)
+}
+BY_NAME = {
+    "getattr": "reads attributes by name (getattr)",
+    "setattr": "sets attributes by name (setattr)",
+    "delattr": "deletes attributes by name (delattr)",
+    "eval": "evaluates code from a string (eval)",
+    "exec": "runs code from a string (exec)",
+    "compile": "compiles code from a string (compile)",
+    "globals": "reads the notebook's namespace (globals)",
+    "vars": "reads a namespace (vars)",
+    "locals": "reads a namespace (locals)",
+    "__import__": "imports by name (__import__)",
+    "open": "opens files (open)",
+}
+DUNDER_ATTRIBUTES = {"__init__", "__name__"}  # super().__init__(), fn.__name__
+DUNDER_DEFS = {
+    *("__init__", "__call__", "__repr__", "__str__", "__len__", "__getitem__", "__iter__"),
+    *("__next__", "__contains__", "__post_init__", "__eq__", "__hash__", "__enter__", "__exit__"),
+    *("__lt__", "__le__", "__gt__", "__ge__", "__bool__"),
+}
+# Public attribute names of the interpreter's own objects (frames, code, closures) and of
+# autograd's graph, which code of unknown type could reach; and numpy on tensors.
+INTERNALS = {
+    **dict.fromkeys(
+        ("f_back", "f_globals", "f_locals", "f_builtins", "f_code", "tb_frame", "tb_next"),
+        "walks frames",
+    ),
+    **dict.fromkeys(("gi_frame", "cr_frame", "ag_frame", "gi_code"), "walks frames"),
+    **dict.fromkeys(("cell_contents", "co_code", "co_consts", "co_names"), "reads code objects"),
+    **dict.fromkeys(("grad_fn", "next_functions"), "reaches autograd's graph"),
+    "numpy": "uses numpy on tensors (.numpy())",
+}
+DUNDER = re.compile(r"__\w+__")
+PUBLIC = re.compile(r"[A-Za-z]\w*")
+DOTTED_PRIVATE = re.compile(r"[A-Za-z]\w*(\.\w+)*\._\w+(\.\w+)*")
+
+
+ALONE = {"torch": "torch", "F": "torch.nn.functional", "nn": "torch.nn", "np": "numpy"}
+
+
+@dataclass
+class Context:
+    """What a cell's names may refer to.
+
+    ``names``: names the learner's cells or the release's cells bind (None: any name, when a
+    cell is judged alone); ``modules``: local name -> the module or ``module.name`` the notebook's
+    imports bind it to; ``helpers``: what the release's given cells import from the course's own
+    package; ``given``: every import path of the release's given cells, which a learner may
+    repeat (using an outside one is still outside); ``taught``: the tools taught in this cell.
+    """
+
+    names: set[str] | None = None
+    modules: dict[str, str] = field(default_factory=lambda: dict(ALONE))
+    helpers: set[str] = field(default_factory=set)
+    given: set[str] = field(default_factory=set)
+    taught: set[str] = field(default_factory=set)
+
+    def allowed_module(self, name: str) -> bool:
+        taught = any(name == t or name.startswith(t + ".") for t in self.taught)
+        return name in MODULES or taught or name in self.helpers
+
+    def importable(self, name: str) -> bool:
+        """Whether the grader may import ``name`` to follow attributes on it."""
+        return self.allowed_module(name) or any(h.startswith(name + ".") for h in self.helpers)
+
+
+def taught(notebook: str, grade_id: str | None, answer: bool) -> set[str]:
+    """The tools notebook ``notebook`` teaches in this cell (see :data:`TAUGHT`)."""
+    modules, cells = TAUGHT.get(notebook, (set(), frozenset()))
+    return set(modules) if not answer or grade_id in cells else set()
+
+
+def imports(tree: ast.AST) -> dict[str, str]:
+    """Local name -> the module or ``module.name`` it was imported as."""
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                top = a.name.split(".")[0]
+                found[a.asname or top] = a.name if a.asname else top
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found |= {a.asname or a.name: f"{node.module}.{a.name}" for a in node.names}
+    return found
+
+
+@cache
+def _module(name: str):
+    try:
+        return importlib.import_module(name)
+    except Exception:  # noqa: BLE001 (absent here: judged by its name alone)
+        return None
+
+
+def _private(dotted: str, attributes: list[str]) -> str | None:
+    for attribute in attributes:
+        dotted += f".{attribute}"
+        if attribute.startswith("_") and attribute not in DUNDER_ATTRIBUTES:
+            return f"uses a private name ({dotted})"
+    return None
+
+
+def _resolve(root: str, attributes: list[str], context: Context) -> str | None:
+    """Why ``root.attributes`` (``root`` an import path) is outside, or None."""
+    parts = root.split(".")
+    for i in range(len(parts), 0, -1):  # the longest importable prefix: torch.nn.functional
+        name = ".".join(parts[:i])
+        if context.importable(name) and (obj := _module(name)) is not None:
+            rest = parts[i:] + attributes
+            break
+    else:
+        if context.allowed_module(root):
+            return _private(root, attributes)
+        return f"uses {'.'.join([root, *attributes])}"
+    dotted = name
+    for k, attribute in enumerate(rest):
+        if attribute.startswith("_") and attribute not in DUNDER_ATTRIBUTES:
+            return f"uses a private name ({dotted}.{attribute})"
+        dotted += f".{attribute}"
+        if dotted in HANDS_OFF:
+            return HANDS_OFF[dotted]
+        obj = getattr(obj, attribute, None)
+        if obj is None:
+            return _private(dotted, rest[k + 1 :])
+        module = isinstance(obj, types.ModuleType)
+        if module and not (context.allowed_module(obj.__name__) or dotted in context.helpers):
+            return f"uses {obj.__name__}"
+    if not context.allowed_module(name) and not any(
+        h == dotted or dotted.startswith(h + ".") for h in context.helpers
+    ):
+        return f"uses {dotted}"
+    return None
+
+
+def _imports(module: str) -> str:
+    if module.split(".")[0] == "autograder":
+        return f"imports {module} (the grading package)"
+    return f"imports {module}"
+
+
+def _chain(node: ast.AST) -> tuple[ast.AST, list[str]]:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return node, parts[::-1]
+
+
+class _Reader(ast.NodeVisitor):
+    """Collects (why, at top level) for each construct outside the list."""
+
+    def __init__(self, tree: ast.AST, context: Context) -> None:
+        self.context = context
+        self.names = context.modules | imports(tree)
+        self.local = {
+            n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.Lambda | ast.AsyncFunctionDef):
+                args = node.args
+                every = args.posonlyargs + args.args + args.kwonlyargs
+                self.local |= {a.arg for a in [*every, args.vararg, args.kwarg] if a}
+            if isinstance(node, ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef):
+                self.local.add(node.name)
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                self.local.add(node.name)
+        self.spelled = _spelled_names(tree)
+        self.depth = 0  # inside a function body: runs only when called
+        self.selves: list[str | None] = []
+        self.found: list[tuple[str, bool]] = []
+
+    def _module_of(self, name: str) -> str | None:
+        """The import path a name stands for; judged alone, a standard-library module's name
+        stands for that module."""
+        if name in self.names:
+            return self.names[name]
+        alone = self.context.names is None and name not in self.local
+        return name if alone and name in sys.stdlib_module_names else None
+
+    def out(self, why: str) -> None:
+        self.found.append((why, self.depth == 0))
+
+    # ------------------------------------------------------------------ definitions
+    def _function(self, node, in_class: bool) -> None:
+        if node.name.startswith("__") and node.name.endswith("__") and node.name not in DUNDER_DEFS:
+            self.out(f"defines {node.name}")
+        for expr in [*node.decorator_list, *node.args.defaults, *node.args.kw_defaults]:
+            if expr is not None:
+                self.visit(expr)  # run when the def runs
+        first = (node.args.posonlyargs + node.args.args)[:1]
+        self.selves.append(first[0].arg if in_class and first else None)
+        self.depth += 1
+        for statement in node.body:
+            self.visit(statement)
+        self.depth -= 1
+        self.selves.pop()
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self._function(node, self._in_class)
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
+        self.out("runs coroutines (async def)")
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        for expr in [*node.args.defaults, *node.args.kw_defaults]:
+            if expr is not None:
+                self.visit(expr)
+        self.depth += 1
+        self.visit(node.body)
+        self.depth -= 1
+
+    _in_class = False
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        if any(k.arg == "metaclass" for k in node.keywords):
+            self.out(f"gives class {node.name} a metaclass")
+        for expr in [*node.bases, *node.keywords, *node.decorator_list]:
+            self.visit(expr)
+        outer, self._in_class = self._in_class, True
+        for statement in node.body:
+            if isinstance(statement, ast.FunctionDef):
+                self._function(statement, True)
+            else:
+                self._in_class = False
+                self.visit(statement)
+                self._in_class = True
+        self._in_class = outer
+
+    # ---------------------------------------------------------------------- imports
+    def visit_Import(self, node: ast.Import) -> None:
+        for a in node.names:
+            if not self.context.allowed_module(a.name) and a.name not in self.context.given:
+                self.out(_imports(a.name))
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level or not node.module:
+            self.out("imports from a file of its own (relative import)")
+            return
+        for a in node.names:
+            if a.name == "*":
+                self.out(f"imports every name of {node.module} (import *)")
+                continue
+            full = f"{node.module}.{a.name}"
+            if full in self.context.given:
+                continue
+            why = _resolve(node.module, [a.name], self.context)
+            if why or not self.context.allowed_module(node.module):
+                self.out(why or _imports(node.module))
+
+    # ---------------------------------------------------------------- names, attributes
+    def visit_Name(self, node: ast.Name) -> None:
+        name = node.id
+        if DUNDER.fullmatch(name):
+            self.out(BY_NAME.get(name, f"uses {name}"))
+        elif self._module_of(name):
+            why = _resolve(self._module_of(name), [], self.context)
+            if why:
+                self.out(why)
+        elif name in BY_NAME and name not in self.local:
+            self.out(BY_NAME[name])
+        elif name in self.local or name in BUILTINS or name in EXCEPTIONS:
+            return
+        elif self.context.names is None or name in self.context.names:
+            return
+        elif name in vars(builtins):
+            self.out(f"uses the built-in {name}")
+        else:
+            self.out(f"uses {name}, which no cell of the notebook defines")
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        root, parts = _chain(node)
+        if isinstance(root, ast.Name) and self._module_of(root.id):
+            why = _resolve(self._module_of(root.id), parts, self.context)
+            if why:
+                self.out(why)
+            return
+        own = isinstance(root, ast.Name) and self.selves and root.id == self.selves[-1]
+        for i, attribute in enumerate(parts):
+            if attribute in INTERNALS:
+                self.out(f"{INTERNALS[attribute]} (.{attribute})")
+            elif DUNDER.fullmatch(attribute) and attribute not in DUNDER_ATTRIBUTES:
+                self.out(f"uses {attribute}")
+            elif attribute.startswith("_") and not DUNDER.fullmatch(attribute):
+                if not (own and i == 0):
+                    self.out(f"uses a private attribute (.{attribute})")
+        self.visit(root)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func, args = node.func, node.args
+        if isinstance(func, ast.Name) and func.id == "getattr" and func.id not in self.local:
+            if 2 <= len(args) <= 3 and not node.keywords and self._public(args[1]):
+                for arg in [args[0], *args[2:]]:
+                    self.visit(arg)
+                return
+        self.generic_visit(node)
+
+    def _public(self, node: ast.AST) -> bool:
+        """A public attribute name spelled out: ``"q_proj"``, or a loop over such literals."""
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, str) and PUBLIC.fullmatch(node.value) is not None
+        return isinstance(node, ast.Name) and node.id in self.spelled
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str) and not getattr(node, "docstring", False):
+            text = node.value.strip()
+            if DUNDER.fullmatch(text) or DOTTED_PRIVATE.fullmatch(text):
+                self.out(f"names {text} in a string")
+
+    def visit_Expr(self, node: ast.Expr) -> None:
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # a docstring or a bare string: runs nothing
+        self.generic_visit(node)
+
+    def _async(self, node) -> None:
+        self.out("runs coroutines (await, async for, async with)")
+
+    visit_Await = visit_AsyncFor = visit_AsyncWith = _async
+
+
+def _literal(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and bool(PUBLIC.fullmatch(node.value))
+    )
+
+
+def _spelled_names(tree: ast.AST) -> set[str]:
+    """Names bound only to public attribute names written out in the cell: ``for name in
+    ("q_proj", "k_proj")`` or ``name = "q_proj"`` (``getattr(m, name)`` then reads no more than
+    ``m.q_proj`` would)."""
+    literal = set()  # the Name nodes bound to such literals
+    for node in ast.walk(tree):
+        if isinstance(node, ast.For | ast.comprehension) and isinstance(node.target, ast.Name):
+            items = node.iter.elts if isinstance(node.iter, ast.Tuple | ast.List) else []
+            if items and all(_literal(e) for e in items):
+                literal.add(id(node.target))
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and _literal(node.value):
+            literal.add(id(node.targets[0]))
+    stores = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+    return {n.id for n in stores if id(n) in literal} - {
+        n.id for n in stores if id(n) not in literal
+    }
+
+
+def outside(tree: ast.AST, context: Context) -> list[tuple[str, bool]]:
+    """Each construct of ``tree`` outside the list: (why, in one line; whether it runs when the
+    cell runs, rather than only when one of the cell's functions is called), deduplicated."""
+    reader = _Reader(tree, context)
+    reader.visit(tree)
+    found: list[tuple[str, bool]] = []
+    imported = {
+        why.removeprefix("imports ").split(" ")[0]
+        for why, _ in reader.found
+        if why.startswith("imports")
+    }
+    for why, now in reader.found:
+        if (why, True) in found or (why, now) in found or why.removeprefix("uses ") in imported:
+            continue
+        if now and (why, False) in found:
+            found.remove((why, False))
+        found.append((why, now))
+    return found
