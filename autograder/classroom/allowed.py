@@ -10,24 +10,28 @@ person does.
 
 Allowed in code the learner writes:
 
-- imports of :data:`MODULES` (PyTorch's modelling namespaces, ``math`` and the standard library's
-  plain helpers), the imports the release notebook's given cells make, and, in a notebook that
-  teaches a tool, that tool (:data:`TAUGHT`);
+- imports of :data:`MODULES` (PyTorch's modelling namespaces, ``math``, numpy, the standard
+  library's plain helpers), the imports the release notebook's given cells make, and, in a
+  notebook that teaches a tool, that tool (:data:`TAUGHT`);
 - names the learner's cells or the release notebook's cells bind (the course's given helpers),
   and the built-ins of :data:`BUILTINS`;
 - public attributes; on a module, only those that do not lead into a module outside the list or
   to one of :data:`HANDS_OFF`. Private (``_x``) and dunder attributes are outside, except
   ``__init__`` and ``__name__``, and ``self._x`` in a method of the learner's own class;
 - ordinary Python syntax: functions, classes (with the special methods of :data:`DUNDER_DEFS`),
-  comprehensions, generators, ``with``, ``try``.
+  comprehensions, generators, ``with``, ``try``; ``getattr`` and ``setattr`` of a public
+  attribute name written out (``setattr`` not on a module).
 
 Outside, each named in one line: any other import (a learner's own ``.py`` file included);
 ``torch.jit``, ``torch._C``, ``torch.ops``, ``torch.autograd.graph``, ``torch.utils``,
 ``torch.library``, ``torch.compile`` and every other PyTorch namespace not listed; ``threading``,
-``concurrent``, ``multiprocessing``, ``ctypes``, ``numpy``, ``pkgutil``, ``importlib``;
-``getattr``, ``setattr``, ``delattr``, ``eval``, ``exec``, ``compile``, ``globals``, ``vars``,
-``locals``, ``__import__``, ``open``; frames, code objects and autograd nodes read as attributes;
-dunder names in strings; coroutines, metaclasses and ``import *``.
+``concurrent``, ``multiprocessing``, ``ctypes``, ``pkgutil``, ``importlib``; numpy on tensors
+(numpy in a cell that names PyTorch, ``.numpy()``, ``torch.from_numpy``, or numpy whose cell
+shares names with other learner code: scan.withheld_tests); ``getattr``, ``setattr`` (otherwise),
+``delattr``, ``eval``, ``exec``, ``compile``, ``globals``, ``vars``, ``locals``,
+``__import__``, ``open``; frames, code objects and autograd nodes read as attributes; dunder
+names in strings; coroutines, metaclasses and ``import *``. :data:`NAMED_ONLY` says which of
+them reach only what the code names.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import sys
 import types
 from dataclasses import dataclass, field
 from functools import cache
+from typing import NamedTuple
 
 MODULES = {
     # PyTorch's modelling namespaces: tensors, layers, functions, devices
@@ -49,6 +54,7 @@ MODULES = {
     "torch.nn.init",
     "torch.nn.attention",  # sdpa_kernel, given in notebooks 05 and 06
     "torch.autograd",  # grad, Function: judged by the replay's rules, not by name
+    "torch.accelerator",  # the device-agnostic torch.cuda (PyTorch 2.6): 06's get_device
     "torch.cuda",
     "torch.mps",
     "torch.backends",
@@ -78,6 +84,8 @@ MODULES = {
     # showing results: given in every notebook
     "matplotlib.pyplot",
     "IPython.display",
+    # arrays for plots and arithmetic; numpy on tensors is outside (see numpy_on_tensors)
+    "numpy",
 }
 # What a notebook teaches, allowed in the cells that teach it: the given demo cells (any learner
 # cell that is not an answer) and the answer cells named here.
@@ -137,7 +145,7 @@ INTERNALS = {
     **dict.fromkeys(("gi_frame", "cr_frame", "ag_frame", "gi_code"), "walks frames"),
     **dict.fromkeys(("cell_contents", "co_code", "co_consts", "co_names"), "reads code objects"),
     **dict.fromkeys(("grad_fn", "next_functions"), "reaches autograd's graph"),
-    "numpy": "uses numpy on tensors (.numpy())",
+    "numpy": "uses numpy on tensors",
 }
 DUNDER = re.compile(r"__\w+__")
 PUBLIC = re.compile(r"[A-Za-z]\w*")
@@ -145,6 +153,33 @@ DOTTED_PRIVATE = re.compile(r"[A-Za-z]\w*(\.\w+)*\._\w+(\.\w+)*")
 
 
 ALONE = {"torch": "torch", "F": "torch.nn.functional", "nn": "torch.nn", "np": "numpy"}
+# Outside, but reaching only the objects the code names (its functions, the values it is given):
+# code using these that runs when its cell runs withholds the tests reaching what it names, not
+# every test (scan.withheld_tests). Everything else outside (by-name access, private and dunder
+# names, frames, the interpreter's modules, PyTorch's dispatch) could change what it cannot name.
+NAMED_ONLY = {
+    *("numpy", "threading", "concurrent", "queue", "random", "statistics", "timeit"),
+    *("torch.jit", "torch.func", "torch.utils.flop_counter", "torch.utils.checkpoint"),
+    *("torch.utils.data", *(path for path in HANDS_OFF if path != "torch.load")),
+}
+REACHES_ANYTHING = {"numpy.ctypeslib"}  # raw memory from an address
+
+
+def _named_only(path: str) -> bool:
+    """Whether code using ``path`` (``threading.Thread``) reaches only what it names."""
+    under = lambda prefixes: any(path == p or path.startswith(p + ".") for p in prefixes)  # noqa: E731
+    private = any(part.startswith("_") for part in path.split("."))
+    return under(NAMED_ONLY) and not under(REACHES_ANYTHING) and not private
+
+
+class Found(NamedTuple):
+    """A construct outside the list: ``why`` in one line; ``now``: it runs when its cell runs,
+    not only when one of the cell's functions is called; ``anything``: it could change what
+    the code does not name (not :data:`NAMED_ONLY`)."""
+
+    why: str
+    now: bool
+    anything: bool
 
 
 @dataclass
@@ -275,7 +310,9 @@ class _Reader(ast.NodeVisitor):
         self.spelled = _spelled_names(tree)
         self.depth = 0  # inside a function body: runs only when called
         self.selves: list[str | None] = []
-        self.found: list[tuple[str, bool]] = []
+        self.found: list[Found] = []
+        self.numpy: list[tuple[str, bool]] = []  # (numpy path used, at the cell's top level)
+        self.torch = False  # whether the cell names PyTorch
 
     def _module_of(self, name: str) -> str | None:
         """The import path a name stands for; judged alone, a standard-library module's name
@@ -285,8 +322,19 @@ class _Reader(ast.NodeVisitor):
         alone = self.context.names is None and name not in self.local
         return name if alone and name in sys.stdlib_module_names else None
 
-    def out(self, why: str) -> None:
-        self.found.append((why, self.depth == 0))
+    def out(self, why: str, path: str | None = None, anything: bool = True) -> None:
+        """One construct outside; ``path``: the dotted name it uses, if any."""
+        if path is not None:
+            anything = not _named_only(path) or "private" in why
+        self.found.append(Found(why, self.depth == 0, anything))
+
+    def _used(self, path: str) -> None:
+        """Notes a use of numpy or of PyTorch, for :func:`numpy_on_tensors`."""
+        top = path.split(".")[0]
+        if top == "numpy":
+            self.numpy.append((path, self.depth == 0))
+        elif top == "torch":
+            self.torch = True
 
     # ------------------------------------------------------------------ definitions
     def _function(self, node, in_class: bool) -> None:
@@ -338,7 +386,7 @@ class _Reader(ast.NodeVisitor):
     def visit_Import(self, node: ast.Import) -> None:
         for a in node.names:
             if not self.context.allowed_module(a.name) and a.name not in self.context.given:
-                self.out(_imports(a.name))
+                self.out(_imports(a.name), a.name)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level or not node.module:
@@ -353,7 +401,7 @@ class _Reader(ast.NodeVisitor):
                 continue
             why = _resolve(node.module, [a.name], self.context)
             if why or not self.context.allowed_module(node.module):
-                self.out(why or _imports(node.module))
+                self.out(why or _imports(node.module), full)
 
     # ---------------------------------------------------------------- names, attributes
     def visit_Name(self, node: ast.Name) -> None:
@@ -361,9 +409,11 @@ class _Reader(ast.NodeVisitor):
         if DUNDER.fullmatch(name):
             self.out(BY_NAME.get(name, f"uses {name}"))
         elif self._module_of(name):
-            why = _resolve(self._module_of(name), [], self.context)
+            path = self._module_of(name)
+            self._used(path)
+            why = _resolve(path, [], self.context)
             if why:
-                self.out(why)
+                self.out(why, path)
         elif name in BY_NAME and name not in self.local:
             self.out(BY_NAME[name])
         elif name in self.local or name in BUILTINS or name in EXCEPTIONS:
@@ -372,15 +422,20 @@ class _Reader(ast.NodeVisitor):
             return
         elif name in vars(builtins):
             self.out(f"uses the built-in {name}")
-        else:
-            self.out(f"uses {name}, which no cell of the notebook defines")
+        else:  # a NameError when it runs, or bound by code that is outside itself
+            self.out(f"uses {name}, which no cell of the notebook defines", anything=False)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         root, parts = _chain(node)
         if isinstance(root, ast.Name) and self._module_of(root.id):
+            path = ".".join([self._module_of(root.id), *parts])
+            self._used(path)
+            if isinstance(node.ctx, ast.Store | ast.Del):
+                self.out(f"patches a library ({path})")
+                return
             why = _resolve(self._module_of(root.id), parts, self.context)
             if why:
-                self.out(why)
+                self.out(why, path)
             return
         own = isinstance(root, ast.Name) and self.selves and root.id == self.selves[-1]
         for i, attribute in enumerate(parts):
@@ -394,9 +449,15 @@ class _Reader(ast.NodeVisitor):
         self.visit(root)
 
     def visit_Call(self, node: ast.Call) -> None:
+        """``getattr(m, "q_proj")`` reads no more than ``m.q_proj``, and ``setattr(m, "q_proj",
+        v)`` sets no more than ``m.q_proj = v`` does (on an object, not a module), when the name
+        is a public one written out (see :meth:`_public`)."""
         func, args = node.func, node.args
-        if isinstance(func, ast.Name) and func.id == "getattr" and func.id not in self.local:
-            if 2 <= len(args) <= 3 and not node.keywords and self._public(args[1]):
+        by_name = isinstance(func, ast.Name) and func.id not in self.local
+        arity = {"getattr": (2, 3), "setattr": (3, 3)}.get(func.id if by_name else "", (0, -1))
+        if arity[0] <= len(args) <= arity[1] and not node.keywords and self._public(args[1]):
+            on_module = isinstance(args[0], ast.Name) and self._module_of(args[0].id)
+            if func.id == "getattr" or not on_module:
                 for arg in [args[0], *args[2:]]:
                     self.visit(arg)
                 return
@@ -451,21 +512,46 @@ def _spelled_names(tree: ast.AST) -> set[str]:
     }
 
 
-def outside(tree: ast.AST, context: Context) -> list[tuple[str, bool]]:
-    """Each construct of ``tree`` outside the list: (why, in one line; whether it runs when the
-    cell runs, rather than only when one of the cell's functions is called), deduplicated."""
+def _read(tree: ast.AST, context: Context) -> _Reader:
     reader = _Reader(tree, context)
     reader.visit(tree)
-    found: list[tuple[str, bool]] = []
+    return reader
+
+
+def numpy_on_tensors(what: str, paths: list[tuple[str, bool]], anything=False) -> Found:
+    """numpy where it may meet a tensor (a tensor given to numpy, numpy's result made a tensor):
+    outside, since the replay records no numpy operation. ``what``: how they may meet."""
+    used = sorted({path for path, _ in paths})
+    return Found(
+        f"uses numpy on tensors ({', '.join(used[:2])}; {what})", any(n for _, n in paths), anything
+    )
+
+
+def numpy_uses(tree: ast.AST, context: Context) -> list[tuple[str, bool]]:
+    """The numpy paths a cell uses, each with whether it is used at the cell's top level."""
+    return _read(tree, context).numpy
+
+
+def outside(tree: ast.AST, context: Context) -> list[Found]:
+    """Each construct of ``tree`` outside the list (:class:`Found`), deduplicated. numpy in a
+    cell that also names PyTorch, or reads a tensor as an array (``.numpy()``), is outside;
+    numpy that meets tensors through other cells is judged by scan.withheld_tests."""
+    reader = _read(tree, context)
+    if reader.numpy and reader.torch:
+        reader.found.append(numpy_on_tensors("the cell names PyTorch", reader.numpy))
+    found: list[Found] = []
     imported = {
-        why.removeprefix("imports ").split(" ")[0]
-        for why, _ in reader.found
-        if why.startswith("imports")
+        f.why.removeprefix("imports ").split(" ")[0]
+        for f in reader.found
+        if f.why.startswith("imports")
     }
-    for why, now in reader.found:
-        if (why, True) in found or (why, now) in found or why.removeprefix("uses ") in imported:
+    for f in reader.found:
+        if f.why.startswith("uses ") and f.why.removeprefix("uses ") in imported:
             continue
-        if now and (why, False) in found:
-            found.remove((why, False))
-        found.append((why, now))
+        same = [g for g in found if g.why == f.why]
+        if same and (same[0].now or not f.now):
+            continue
+        if same:
+            found.remove(same[0])
+        found.append(f)
     return found

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass, field
 
 from IPython.core.inputtransformer2 import TransformerManager
 
@@ -74,12 +75,49 @@ def _dotted(node: ast.AST) -> str:
         return "?"
 
 
+TIMING = {"time", "timeit"}  # magics that run their Python and only time it
+TIMING_OPTIONS = re.compile(r"\s*(?:-[nrp]\s*\d+(?:\.\d*)?\s+|-[tcqo]\s+)*")
+
+
+def _timed(node: ast.stmt) -> list[ast.stmt] | None:
+    """The Python that ``%time``/``%timeit``/``%%time``/``%%timeit`` run, as IPython writes
+    them (``get_ipython().run_line_magic('timeit', '-n 10 f(x)')``), or None."""
+    call = node.value if isinstance(node, ast.Expr) else None
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+        return None
+    shell = call.func.value
+    if not (isinstance(shell, ast.Call) and isinstance(shell.func, ast.Name)):
+        return None
+    if shell.func.id != "get_ipython" or shell.args or call.keywords:
+        return None
+    texts = [a.value if isinstance(a, ast.Constant) else None for a in call.args]
+    if not texts or texts[0] not in TIMING or not all(isinstance(t, str) for t in texts):
+        return None
+    if call.func.attr == "run_line_magic" and len(texts) == 2:
+        codes = [texts[1]]
+    elif call.func.attr == "run_cell_magic" and len(texts) == 3:
+        codes = texts[1:]
+    else:
+        return None
+    try:  # the options first (``-n 10 -r 3``), then a statement
+        return [s for code in codes for s in ast.parse(TIMING_OPTIONS.sub("", code, 1)).body]
+    except SyntaxError:
+        return None
+
+
 def parse(source: str) -> ast.Module | None:
-    """The cell's syntax tree, magics and ``!`` lines as IPython runs them; None if invalid."""
+    """The cell's syntax tree, magics and ``!`` lines as IPython runs them, and the Python of
+    the timing magics (:data:`TIMING`) as the statements they time; None if invalid."""
     try:
-        return ast.parse(TransformerManager().transform_cell(source))
+        tree = ast.parse(TransformerManager().transform_cell(source))
     except (SyntaxError, ValueError):
         return None
+    body = []
+    for statement in tree.body:
+        timed = _timed(statement)
+        body += [statement] if timed is None else timed
+    tree.body = body
+    return tree
 
 
 EVERY_NAME = "*"  # bound by a cell that binds names it computes: it could bind any of them
@@ -137,7 +175,7 @@ def outside_the_list(source: str, context: allowed.Context | None = None) -> lis
     judged alone (any name may be bound elsewhere) unless a notebook's ``context`` is given."""
     tree = parse(source)
     found = allowed.outside(tree, context or allowed.Context()) if tree is not None else []
-    return [why for why, _ in found]
+    return [f.why for f in found]
 
 
 def scan_source(source: str, protected_names: set[str] = frozenset()) -> list[str]:
@@ -321,12 +359,49 @@ def _context(release, notebook: str, learner: list[ast.Module]) -> allowed.Conte
     return allowed.Context(names, modules, helpers, given)
 
 
+@dataclass
+class _Flagged:
+    """A learner cell with code outside the allow-list: what it binds and reads, why (in one
+    line each), whether that code could change what it does not name; ``now``: whether it runs
+    when some cell runs, and ``footprint``: the names it may then read, write or bind."""
+
+    where: str
+    bound: set[str]
+    read: set[str]
+    whys: list[str]
+    anything: bool
+    now: bool = False
+    footprint: set[str] = field(default_factory=set)
+
+    def runs(self, names: set[str]) -> None:
+        self.now = True
+        self.footprint |= names
+
+
+def _top_level_reads(tree: ast.Module) -> set[str]:
+    """Names a cell's top-level code reads (not its function bodies)."""
+    return {
+        n.id
+        for statement in tree.body
+        if not isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        for n in ast.walk(statement)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    }
+
+
 def withheld_tests(submitted, reference, release, notebook: str = "") -> dict[str, str]:
     """Test cell grade id -> why its points wait for a person: the test uses, directly or through
     other code of the learner's, a name bound in a cell of the learner's with code outside the
-    allow-list (:mod:`allowed`). Code outside it that runs when its cell runs (not only inside a
-    function a test reaches), or that such code reaches, could change anything: then every test
-    cell is withheld.
+    allow-list (:mod:`allowed`).
+
+    Code outside it that runs when its cell runs (at the cell's top level, or in a function
+    that top-level code of any learner cell reaches) withholds more: the tests that reach any
+    name that code reads, writes or binds (transitively, :func:`reached_names`), when all of it
+    reaches only what it names (:data:`allowed.NAMED_ONLY`); every test when the cell binds
+    names it computes or its code could change what it does not name.
+
+    numpy is judged here too: numpy in a learner cell whose names other learner code reads, or
+    that reads names of other cells (a tensor may come in or go out), is numpy on tensors.
 
     The learner's cells are read from ``submitted`` as handed in (never from a notebook that
     learner code could have touched while it ran): its answer cells, and every code cell that is
@@ -346,42 +421,58 @@ def withheld_tests(submitted, reference, release, notebook: str = "") -> dict[st
     if not learner:
         return {}
     context = _context(release, notebook, [tree for _, _, tree in learner])
-    cells, flagged, now = [], [], []
-    for where, cell, tree in learner:
-        answer = nbcell.is_answer(cell)
-        context.taught = allowed.taught(notebook, nbcell.grade_id(cell), answer)
+    cells = [bindings(tree) for _, _, tree in learner]
+    given = set().union(*(bindings(t)[0] for t in _given_trees(release)))
+    modules = set(context.modules)  # library names: patching one is outside in itself
+    flagged: list[_Flagged] = []
+    for i, (where, cell, tree) in enumerate(learner):
+        context.taught = allowed.taught(notebook, nbcell.grade_id(cell), nbcell.is_answer(cell))
         found = allowed.outside(tree, context)
-        bound, read = bindings(tree)
-        cells.append((bound, read))
+        bound, read = cells[i]
+        if not any(f.why.startswith("uses numpy on tensors") for f in found):
+            others = given.union(*(b for j, (b, _) in enumerate(cells) if j != i))
+            readers = [r for j, (_, r) in enumerate(cells) if j != i and r & (bound - {"*"})]
+            meets = read - set(allowed.imports(tree)) - allowed.BUILTINS
+            uses = allowed.numpy_uses(tree, context)
+            if uses and (readers or meets & others):
+                what = "other learner code reads its names" if readers else "it reads other cells"
+                found.append(allowed.numpy_on_tensors(what, uses))
         if found:
-            computed = [BINDS_COMPUTED] if EVERY_NAME in bound else []
-            flagged.append((where, bound, computed + [why for why, _ in found]))
-        if any(at_once for _, at_once in found):
-            now.append(where)
+            whys = ([BINDS_COMPUTED] if EVERY_NAME in bound else []) + [f.why for f in found]
+            anything = EVERY_NAME in bound or any(f.anything for f in found)
+            flagged.append(_Flagged(where, bound, read, whys, anything))
+            if any(f.now for f in found):
+                flagged[-1].runs((bound | reached_names(read, cells)) - modules)
     if not flagged:
         return {}
-    for where, _, tree in learner:  # top-level code that calls into code outside the list
-        top = {
-            n.id
-            for statement in tree.body
-            if not isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
-            for n in ast.walk(statement)
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-        }
-        reached = reached_names(top, cells)
-        if any(_binds(bound, reached) for _, bound, _ in flagged) and where not in now:
-            now.append(where)
+    for (_, _, tree), (bound, _) in zip(learner, cells, strict=True):
+        reached = reached_names(_top_level_reads(tree), cells)  # what its top-level code runs
+        for entry in flagged:
+            if _binds(entry.bound, reached):  # its outside code runs when this cell runs
+                entry.runs((bound | reached | reached_names(entry.read, cells)) - modules)
     withheld = {}
     for test in (c for c in reference.cells if nbcell.is_test(c)):
         tree = parse(test.source)
         if tree is None:
             continue
         reached = reached_names({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}, cells)
-        for where, bound, found in flagged:
-            if where in now or _binds(bound, reached):
-                why = "; ".join(found[:3])
-                if where in now:
-                    why += " (when its cell runs, so every test)"
-                withheld[nbcell.grade_id(test)] = f"`{where}`, which {why}"
-                break
+        for entry in flagged:
+            why = f"`{entry.where}`, which {'; '.join(entry.whys[:3])}"
+            if entry.now and entry.anything:
+                withheld[nbcell.grade_id(test)] = why + " (when its cell runs, so every test)"
+            elif entry.footprint & reached:
+                withheld[nbcell.grade_id(test)] = why + " (when its cell runs)"
+            elif _binds(entry.bound, reached):
+                withheld[nbcell.grade_id(test)] = why
+            else:
+                continue
+            break
     return withheld
+
+
+def _given_trees(release) -> list[ast.Module]:
+    """The syntax trees of the release's code cells that are not answer cells."""
+    trees = (
+        parse(c.source) for c in release.cells if c.cell_type == "code" and not nbcell.is_answer(c)
+    )
+    return [t for t in trees if t is not None]
