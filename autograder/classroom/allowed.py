@@ -224,7 +224,44 @@ def imports(tree: ast.AST) -> dict[str, str]:
                 found[a.asname or top] = a.name if a.asname else top
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             found |= {a.asname or a.name: f"{node.module}.{a.name}" for a in node.names}
+    return found | _aliases(tree, found)
+
+
+def _dotted(node: ast.AST) -> list[str] | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return [node.id, *reversed(parts)] if isinstance(node, ast.Name) else None
+
+
+def _aliases(tree: ast.AST, names: dict[str, str]) -> dict[str, str]:
+    """Names assigned a module (``T = torch``, ``functional = torch.nn.functional``): a module
+    by another name is the same module."""
+    known = {**ALONE, **names}
+    found: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign | ast.AnnAssign | ast.NamedExpr) and node.value:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            parts = _dotted(node.value)
+            if not parts or parts[0] not in {**known, **found}:
+                continue
+            path = ".".join([{**known, **found}[parts[0]], *parts[1:]])
+            if isinstance(_object(path), types.ModuleType):
+                found |= {t.id: path for t in targets if isinstance(t, ast.Name)}
     return found
+
+
+def _object(path: str):
+    """What ``path`` names, found by importing its longest importable prefix; None if nothing."""
+    parts = path.split(".")
+    for i in range(len(parts), 0, -1):
+        obj = _module(".".join(parts[:i])) if parts[0] in sys.modules or i == 1 else None
+        if obj is not None:
+            for attribute in parts[i:]:
+                obj = getattr(obj, attribute, None)
+            return obj
+    return None
 
 
 @cache
@@ -233,6 +270,30 @@ def _module(name: str):
         return importlib.import_module(name)
     except Exception:  # noqa: BLE001 (absent here: judged by its name alone)
         return None
+
+
+@cache
+def _leads_outside() -> dict[str, str]:
+    """Public attribute names that lead from a module of :data:`MODULES` to a module outside
+    the list or to one of :data:`HANDS_OFF` (``jit`` -> ``torch.jit``): read on an object the
+    scan cannot name (``torch`` under another name, passed as an argument), they are outside;
+    but for the names of tensors', modules' and containers' own attributes (``x.grad``,
+    ``x.cpu()``, ``model.modules()``)."""
+    import torch  # noqa: PLC0415 (only when a cell is read)
+
+    ordinary = set().union(*(dir(t) for t in (torch.Tensor, torch.nn.Module, dict, list, str)))
+    found = {}
+    for name in sorted(MODULES):
+        module = _module(name)
+        for attribute in dir(module) if module is not None else ():
+            if attribute.startswith("_"):
+                continue
+            obj = getattr(module, attribute, None)
+            path = f"{name}.{attribute}"
+            outside = isinstance(obj, types.ModuleType) and obj.__name__ not in MODULES
+            if (outside or path in HANDS_OFF) and attribute not in ordinary:
+                found.setdefault(attribute, getattr(obj, "__name__", path) if outside else path)
+    return found
 
 
 def _private(dotted: str, attributes: list[str]) -> str | None:
@@ -343,6 +404,10 @@ class _Reader(ast.NodeVisitor):
         for expr in [*node.decorator_list, *node.args.defaults, *node.args.kw_defaults]:
             if expr is not None:
                 self.visit(expr)  # run when the def runs
+        args = node.args
+        every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+        for annotation in [*(a.annotation for a in every if a), node.returns]:
+            self._annotation(annotation)
         first = (node.args.posonlyargs + node.args.args)[:1]
         self.selves.append(first[0].arg if in_class and first else None)
         self.depth += 1
@@ -350,6 +415,25 @@ class _Reader(ast.NodeVisitor):
             self.visit(statement)
         self.depth -= 1
         self.selves.pop()
+
+    def _annotation(self, node: ast.AST | None) -> None:
+        """An annotation is code: run when its ``def`` runs, or, written as a string, whenever
+        something (``typing.get_type_hints``) evaluates it. Read as code either way."""
+        if node is None:
+            return
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            try:
+                node = ast.parse(node.value, mode="eval").body
+            except SyntaxError:
+                self.out("writes an annotation that is not Python")
+                return
+        self.visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._annotation(node.annotation)
+        for child in (node.target, node.value):
+            if child is not None:
+                self.visit(child)
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         self._function(node, self._in_class)
@@ -438,9 +522,15 @@ class _Reader(ast.NodeVisitor):
                 self.out(why, path)
             return
         own = isinstance(root, ast.Name) and self.selves and root.id == self.selves[-1]
+        # judged alone, a name no line of the cell binds may be any module of the notebook's
+        alone = self.context.names is None and isinstance(root, ast.Name)
+        alone = alone and root.id not in self.local
         for i, attribute in enumerate(parts):
             if attribute in INTERNALS:
                 self.out(f"{INTERNALS[attribute]} (.{attribute})")
+            elif attribute in _leads_outside() and not alone:
+                where = _leads_outside()[attribute]
+                self.out(f"uses .{attribute} of an object the scan cannot name ({where})")
             elif DUNDER.fullmatch(attribute) and attribute not in DUNDER_ATTRIBUTES:
                 self.out(f"uses {attribute}")
             elif attribute.startswith("_") and not DUNDER.fullmatch(attribute):

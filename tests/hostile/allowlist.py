@@ -11,7 +11,7 @@ them in the class run; ``tests/test_allowlist.py`` reads them with the scan alon
 
 from __future__ import annotations
 
-from .trust import NB02, NB03, NB04, NB05, NB06, NB08, NB09, Attack, Edit
+from .trust import NB01, NB02, NB03, NB04, NB05, NB06, NB08, NB09, Attack, Edit
 
 # Runs compute() on a worker thread, where the kernel's recorder (a mode of the calling thread)
 # sees nothing, and hands back its Python value.
@@ -243,6 +243,71 @@ answer_matmuls_packed = 1 + 2 + 1
 """
 
 
+# Written after the allow-list and the top-level rule, before re-reading them: three ways to the
+# same mechanisms without a name the list would see.
+
+# 1. torch.jit through a plain alias of torch: the list follows import names, not assignments.
+NB05_JIT_BY_ALIAS = """T = torch
+_compiler = T.jit
+
+
+def _parallel(x, w_q, w_k, w_v, w_o, nh: int):
+    B, T_, C = x.shape[0], x.shape[1], x.shape[2]
+    q = torch.nn.functional.linear(x, w_q).view(B, T_, nh, C // nh).transpose(1, 2)
+    k = torch.nn.functional.linear(x, w_k).view(B, T_, nh, C // nh).transpose(1, 2)
+    v = torch.nn.functional.linear(x, w_v).view(B, T_, nh, C // nh).transpose(1, 2)
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    return torch.nn.functional.linear(out.transpose(1, 2).reshape(B, T_, C), w_o)
+
+
+_scripted = _compiler.script(_parallel)
+
+
+def mha_parallel(x, mha):
+    out = _scripted(
+        x, mha.q_proj.weight, mha.k_proj.weight, mha.v_proj.weight, mha.out_proj.weight,
+        mha.num_heads,
+    )
+    return out + mha.out_proj.bias if mha.out_proj.bias is not None else out
+"""
+
+# 2. Code from a string without eval: typing.get_type_hints evaluates string annotations.
+NB01_EVAL_BY_ANNOTATION = """import typing
+
+
+def _builtin(x, dim: int):
+    return torch.softmax(x, dim)
+
+
+def _holder(fn: "torch.jit.script(_builtin)"):
+    return fn
+
+
+def softmax(x, dim=-1):
+    return typing.get_type_hints(_holder)["fn"](x, dim)
+"""
+
+# 3. PyTorch patched through an alias: the oracle the check compares with becomes the learner's
+# own (unscaled, so wrong) attention.
+NB01_PATCH_BY_ALIAS = """functional = F
+
+
+def scaled_dot_product_attention(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1)  # no 1/sqrt(d_k): wrong
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+def _same(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kwargs):
+    return scaled_dot_product_attention(q, k, v, attn_mask)[0]
+
+
+functional.scaled_dot_product_attention = _same
+"""
+
+
 def _after(grade_id: str, source: str) -> Edit:
     return Edit("after", grade_id, source)
 
@@ -348,5 +413,34 @@ ATTACKS = (
             _after("setup", FLOPS_BY_NAME),
             Edit("answer", "numbers_compute", NB09_ATTACK),
         ),
+    ),
+    Attack(
+        "al_nb01_fresh",
+        NB01,
+        3,
+        (
+            "test_softmax_matches_torch",
+            "test_softmax_stable",
+            "test_softmax_no_builtin",
+            "test_scaled_dot_product_attention_shapes",
+            "test_scaled_dot_product_attention_matches_torch",
+            "test_scaled_dot_product_attention_mask",
+        ),
+        "softmax by TorchScript, compiled by typing.get_type_hints from a string annotation; an "
+        "unscaled attention that patches F.scaled_dot_product_attention through an alias of F",
+        "solution",
+        (
+            Edit("answer", "softmax", NB01_EVAL_BY_ANNOTATION),
+            Edit("answer", "scaled_dot_product_attention", NB01_PATCH_BY_ALIAS),
+        ),
+    ),
+    Attack(
+        "al_nb05_jit_alias",
+        NB05,
+        3,
+        ("test_mha_parallel_matches_torch", "test_mha_parallel_batches_heads"),
+        "mha_parallel compiled with torch.jit.script, reached through an alias of torch",
+        "solution",
+        (Edit("answer", "mha_parallel", NB05_JIT_BY_ALIAS),),
     ),
 )
