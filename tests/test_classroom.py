@@ -35,7 +35,7 @@ from autograder.classroom.isolation import Isolation, Limits, bwrap_argv, descri
 from autograder.classroom.launch import launch_argv
 from autograder.classroom.pool import Pool, next_job
 from autograder.classroom.scan import (
-    dynamic_features,
+    outside_the_list,
     scan_notebook,
     scan_source,
     withheld_tests,
@@ -203,28 +203,37 @@ def test_scan_flags_suspicious_patterns(source, flag):
         "import autograder",
         "from autograder.checks import _core",
         "m = 'autograder.checks._core'",
+        "torch.compile(f)",
+        "import inspect\nprint(inspect.getsource(f))",
+        "getattr(mha, name).weight",
+        "@torch.jit.script\ndef f(x):\n    return x",
+        "import threading",
+        "from torch.autograd.graph import _engine_run_backward",
+        "x.numpy()",
+        "import pkgutil\npkgutil.resolve_name('torch.utils.flop_counter:FlopCounterMode')",
+        "class T(torch.Tensor):\n    def __torch_function__(cls, *a):\n        pass",
     ],
 )
-def test_scan_finds_dynamic_features(source):
-    assert dynamic_features(source), source
-    assert scan_source(source), source  # a flag for a person in any cell
+def test_scan_finds_code_outside_the_allow_list(source):
+    assert outside_the_list(source), source
 
 
 @pytest.mark.parametrize(
     "source",
     [
         "model.eval()",
-        "torch.compile(f)",
         "re.compile('x')",
-        "getattr(mha, name).weight",
+        'for name in ("q_proj", "k_proj"):\n    getattr(mha, name).weight',
         "super().__init__()",
         "print(fn.__name__)",
         'def f():\n    """What the autograder checks: shapes."""',
-        "import inspect\nprint(inspect.getsource(f))",
+        "class A(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self._cache = None\n\n    def forward(self, x):\n        return self._cache",
+        "from functools import partial\nimport math\nf = partial(F.softmax, dim=-1)",
     ],
 )
-def test_dynamic_features_leave_ordinary_code_alone(source):
-    assert dynamic_features(source) == []
+def test_the_allow_list_leaves_ordinary_code_alone(source):
+    assert outside_the_list(source) == []
 
 
 def _withholding_case():
@@ -248,17 +257,17 @@ def _withholding_case():
 
 def test_tests_that_use_dynamic_code_are_withheld():
     """The test of f (getattr of __globals__) and of g (through a helper cell the learner added,
-    which defines a function with exec) are withheld; h's is not, nor the release's demo."""
+    which evaluates a string) are withheld; h's is not, nor the release's demo."""
     release, reference = _withholding_case()
     submitted = nbformat.from_dict(json.loads(json.dumps(release)))
     submitted.cells[1].source = 'def f(x):\n    return getattr(x, "__globals__")'
     submitted.cells[2].source = "def g(x):\n    return helper(x)"
     submitted.cells[3].source = "def h(x):\n    return x"
-    submitted.cells.insert(4, new_code_cell("exec('def helper(x):\\n    return x')"))
+    submitted.cells.insert(4, new_code_cell("def helper(x):\n    return eval('x')"))
     withheld = withheld_tests(submitted, reference, release)
     assert withheld == {
-        "test_f": "`f`, which reads __globals__ by name",
-        "test_g": "`cell 5`, which runs code from a string (exec)",
+        "test_f": "`f`, which reads attributes by name (getattr); names __globals__ in a string",
+        "test_g": "`cell 5`, which evaluates code from a string (eval)",
     }
     assert withheld_tests(release, reference, release) == {}
     status, message, flag = verdict("test_f", "verified", None, False, withheld["test_f"])
@@ -278,7 +287,7 @@ def test_no_instructor_answer_trips_a_dynamic_feature():
         solution = nbformat.reads(instructor_notebook_text(nb_id), as_version=4)
         answers = [c for c in solution.cells if nbcell.is_answer(c) and c.cell_type == "code"]
         assert answers, nb_id
-        flagged = {nbcell.grade_id(c): dynamic_features(c.source) for c in answers}
+        flagged = {nbcell.grade_id(c): outside_the_list(c.source) for c in answers}
         assert not any(flagged.values()), (nb_id, flagged)
         release = nbformat.read(REPO / "course" / nb_id / f"{nb_id}.ipynb", as_version=4)
         handed_in = filled(release, solution)

@@ -17,6 +17,7 @@ attacks on cells, a flood of error output, and the attacks on the submissions fo
 from __future__ import annotations
 
 import pytest
+from hostile.allowlist import ATTACKS as OUTSIDE_ATTACKS
 from hostile.trust import (
     ATTACKS,
     CONTROLS,
@@ -65,7 +66,7 @@ def test_control_keeps_full_marks_verified(graded, nb_id):
         assert cell["check"] in allowed, cell
 
 
-@pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.learner)
+@pytest.mark.parametrize("attack", [*ATTACKS, *OUTSIDE_ATTACKS], ids=lambda a: a.learner)
 def test_attack_wins_no_target_cell(graded, attack):
     result = graded.results.get((attack.notebook, attack.learner))
     assert result is not None, graded.stdout[-3000:]

@@ -125,6 +125,7 @@ LAYERS = {
     "autograder.nbgrader_settings": 2,
     "autograder.nbgrader_run": 2,
     "autograder.build": 2,
+    "autograder.classroom.allowed": 2,
     "autograder.classroom.execute": 2,
     "autograder.classroom.files": 2,
     "autograder.classroom.hangs": 2,

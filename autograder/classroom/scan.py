@@ -4,20 +4,22 @@ Flags are hints for a human, never a grade: most have innocent uses (``os.enviro
 They are listed per submission in the summary and the grades CSV. Magics and ``!`` shell lines
 are translated to Python first (IPython's own transformer), so ``!cat ../x`` is seen too.
 
-One kind is more than a hint: dynamic features (another function's ``__globals__``, frames, code
-from strings, PyTorch's modes switched off, the grading package) in code the learner wrote can
-reach around the checks, so :func:`withheld_tests` names the test cells that depend on such code,
-and their points wait for a person. The course's own answers use none of them.
+One kind is more than a hint: code the learner wrote that uses anything outside the allow-list
+of :mod:`autograder.classroom.allowed` could reach around the checks, so :func:`withheld_tests`
+names the test cells that depend on such code, and their points wait for a person. The course's
+own answers stay inside it.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass, field
 
 from IPython.core.inputtransformer2 import TransformerManager
 
 from autograder import nbcell
+from autograder.classroom import allowed
 
 LIBRARIES = {"torch", "F", "nn", "np", "numpy", "math", "builtins", "autograder", "IPython"}
 CALLS = {
@@ -39,6 +41,7 @@ MODULES = {
     "signal": "handles signals",
     "inspect": "inspects frames or source",
     "gc": "walks the garbage collector's objects",
+    "autograder": "uses the grading package",
 }
 ATTRIBUTES = {
     ("sys", "settrace"): "traces execution",
@@ -51,46 +54,8 @@ ATTRIBUTES = {
     ("os", "popen"): "runs shell commands",
     ("os", "environ"): "reads or sets environment variables",
     ("os", "chdir"): "changes directory",
+    ("sys", "modules"): "uses sys.modules",
 }
-# Dynamic features: ways around the code as written (another function's globals, frames, the
-# interpreter's objects, code from strings, PyTorch's dispatch modes switched off, the grading
-# package itself). In a cell the learner wrote they also withhold the tests that use it.
-DUNDERS = {
-    "__builtins__",
-    "__globals__",
-    "__code__",
-    "__closure__",
-    "__subclasses__",
-    "__dict__",
-    "__traceback__",
-}
-FRAMES = {"f_globals", "f_locals", "f_builtins", "f_back", "tb_frame", "gi_frame", "cr_frame"}
-FROM_STRINGS = {
-    "__import__": "imports by name (__import__)",
-    "exec": "runs code from a string (exec)",
-    "eval": "evaluates code from a string (eval)",
-    "compile": "compiles code from a string (compile)",
-}
-DYNAMIC_PATHS = {  # a dotted name, or what it starts with
-    "importlib": "imports modules by name (importlib)",
-    "autograder": "uses the grading package (autograder)",
-    "torch._C": "reaches PyTorch's internals (torch._C)",
-    "torch.overrides": "switches PyTorch's function modes (torch.overrides)",
-    "torch.ops": "calls PyTorch operators by name (torch.ops)",
-    "torch.utils.flop_counter": "measures FLOPs with PyTorch (torch.utils.flop_counter)",
-    "torch.utils._python_dispatch": "runs a dispatch mode of its own (TorchDispatchMode)",
-    "sys.modules": "uses sys.modules",
-    "sys._getframe": "inspects frames (sys._getframe)",
-    "inspect.currentframe": "inspects frames (inspect.currentframe)",
-    "inspect.stack": "inspects frames (inspect.stack)",
-    "inspect.trace": "inspects frames (inspect.trace)",
-    "gc.get_objects": "walks the interpreter's objects (gc.get_objects)",
-    "gc.get_referrers": "walks the interpreter's objects (gc.get_referrers)",
-    "gc.get_referents": "walks the interpreter's objects (gc.get_referents)",
-}
-MODE_SWITCHES = re.compile(r"DisableTorch\w*|_disable_current_modes|_pop_mode\w*|_pop_torch_\w+")
-DOTTED = re.compile(r"[A-Za-z_][\w.]*")
-GRADING_PATH = re.compile(r"(^|/)autograder(/|$)")
 PATH_OUTSIDE = re.compile(r"(^|[\s'\"])(\.\./|/(?!tmp\b)[A-Za-z])")
 # A string that is an absolute path (``/srv/course``, ``/tmp/x/gradebook.db``), not a label
 # such as ``"/ sqrt(d)"``: a learner's folder is the working directory, so its files are relative.
@@ -110,12 +75,49 @@ def _dotted(node: ast.AST) -> str:
         return "?"
 
 
+TIMING = {"time", "timeit"}  # magics that run their Python and only time it
+TIMING_OPTIONS = re.compile(r"\s*(?:-[nrp]\s*\d+(?:\.\d*)?\s+|-[tcqo]\s+)*")
+
+
+def _timed(node: ast.stmt) -> list[ast.stmt] | None:
+    """The Python that ``%time``/``%timeit``/``%%time``/``%%timeit`` run, as IPython writes
+    them (``get_ipython().run_line_magic('timeit', '-n 10 f(x)')``), or None."""
+    call = node.value if isinstance(node, ast.Expr) else None
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+        return None
+    shell = call.func.value
+    if not (isinstance(shell, ast.Call) and isinstance(shell.func, ast.Name)):
+        return None
+    if shell.func.id != "get_ipython" or shell.args or call.keywords:
+        return None
+    texts = [a.value if isinstance(a, ast.Constant) else None for a in call.args]
+    if not texts or texts[0] not in TIMING or not all(isinstance(t, str) for t in texts):
+        return None
+    if call.func.attr == "run_line_magic" and len(texts) == 2:
+        codes = [texts[1]]
+    elif call.func.attr == "run_cell_magic" and len(texts) == 3:
+        codes = texts[1:]
+    else:
+        return None
+    try:  # the options first (``-n 10 -r 3``), then a statement
+        return [s for code in codes for s in ast.parse(TIMING_OPTIONS.sub("", code, 1)).body]
+    except SyntaxError:
+        return None
+
+
 def parse(source: str) -> ast.Module | None:
-    """The cell's syntax tree, magics and ``!`` lines as IPython runs them; None if invalid."""
+    """The cell's syntax tree, magics and ``!`` lines as IPython runs them, and the Python of
+    the timing magics (:data:`TIMING`) as the statements they time; None if invalid."""
     try:
-        return ast.parse(TransformerManager().transform_cell(source))
+        tree = ast.parse(TransformerManager().transform_cell(source))
     except (SyntaxError, ValueError):
         return None
+    body = []
+    for statement in tree.body:
+        timed = _timed(statement)
+        body += [statement] if timed is None else timed
+    tree.body = body
+    return tree
 
 
 EVERY_NAME = "*"  # bound by a cell that binds names it computes: it could bind any of them
@@ -157,20 +159,6 @@ def _binds_computed(tree: ast.Module) -> bool:
     return False
 
 
-def _imported(tree: ast.Module) -> dict[str, str]:
-    """Local name -> the dotted name it was imported as (``C`` -> ``torch._C``)."""
-    names = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                names[a.asname or a.name.split(".")[0]] = (
-                    a.name if a.asname else a.name.split(".")[0]
-                )
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
-    return names
-
-
 def _path(node: ast.AST, imported: dict[str, str]) -> str | None:
     """``torch._C._foo`` for an attribute chain on a name, with imports resolved."""
     parts = []
@@ -182,60 +170,12 @@ def _path(node: ast.AST, imported: dict[str, str]) -> str | None:
     return ".".join([imported.get(node.id, node.id), *reversed(parts)])
 
 
-def _dynamic_path(path: str) -> str | None:
-    for prefix, what in DYNAMIC_PATHS.items():
-        if path == prefix or path.startswith(prefix + "."):
-            return what
-    parts = path.split(".")
-    switch = next((part for part in parts if MODE_SWITCHES.fullmatch(part)), None)
-    if switch:
-        return f"switches PyTorch's modes off ({switch})"
-    if parts[0] == "builtins" and parts[-1] in FROM_STRINGS:
-        return FROM_STRINGS[parts[-1]]
-    return None
-
-
-def _dynamic(tree: ast.Module) -> list[str]:
-    imported = _imported(tree)
-    found: list[str] = []
-    for node in ast.walk(tree):
-        what: list[str | None] = []
-        if isinstance(node, ast.Import):
-            what = [_dynamic_path(a.name) for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            what = [_dynamic_path(f"{node.module}.{a.name}") for a in node.names]
-        elif isinstance(node, (ast.Name, ast.Attribute)):
-            name = node.id if isinstance(node, ast.Name) else node.attr
-            path = _path(node, imported)
-            if isinstance(node, ast.Name) and name in FROM_STRINGS:
-                what.append(FROM_STRINGS[name])
-            if name in DUNDERS:
-                what.append(f"uses {name}")
-            if name in FRAMES:
-                what.append(f"walks frames ({name})")
-            if MODE_SWITCHES.fullmatch(name):
-                what.append(f"switches PyTorch's modes off ({name})")
-            what.append(_dynamic_path(path) if path else None)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            text = node.value.strip()
-            if text in DUNDERS or text in FRAMES:  # getattr(f, "__globals__"), vars(f)[...]
-                what.append(f"reads {text} by name")
-            if DOTTED.fullmatch(text):  # importlib.import_module("torch._C"), sys.modules[...]
-                what.append(_dynamic_path(text))
-            elif GRADING_PATH.search(text):
-                what.append("names the grading package in a string")
-        for text in what:
-            if text and text not in found:
-                found.append(text)
-    if _binds_computed(tree):
-        found.append(BINDS_COMPUTED)
-    return found
-
-
-def dynamic_features(source: str) -> list[str]:
-    """What in one cell's source reaches around the code as written (see DUNDERS and after)."""
+def outside_the_list(source: str, context: allowed.Context | None = None) -> list[str]:
+    """What in one cell's source is outside the allow-list (:mod:`allowed`), in one line each;
+    judged alone (any name may be bound elsewhere) unless a notebook's ``context`` is given."""
     tree = parse(source)
-    return _dynamic(tree) if tree is not None else []
+    found = allowed.outside(tree, context or allowed.Context()) if tree is not None else []
+    return [f.why for f in found]
 
 
 def scan_source(source: str, protected_names: set[str] = frozenset()) -> list[str]:
@@ -284,8 +224,6 @@ def scan_source(source: str, protected_names: set[str] = frozenset()) -> list[st
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             if "../" in node.value or ABSOLUTE_PATH.fullmatch(node.value):
                 flag(f"refers to a path outside its folder ({node.value[:40]!r})")
-    for text in _dynamic(tree):
-        flag(text)
     return found
 
 
@@ -340,7 +278,7 @@ def bindings(tree: ast.Module) -> tuple[set[str], set[str]]:
 
     Besides definitions and assignments, the names in its strings count as bound
     (``globals()["softmax"] = f``, ``exec("def softmax...")``), and so do names its functions
-    declare ``global`` and names it imports in a way the scan flags; other imports bind library
+    declare ``global`` and names it imports from outside the allow-list; other imports bind library
     names, not the learner's code. A cell that binds names it computes
     (``globals()["sd" + "pa"] = f``) binds :data:`EVERY_NAME`: any name at all.
     """
@@ -349,12 +287,9 @@ def bindings(tree: ast.Module) -> tuple[set[str], set[str]]:
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound.add(node.name)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            bound |= {
-                a.asname or a.name for a in node.names if _dynamic_path(f"{node.module}.{a.name}")
-            }
-        elif isinstance(node, ast.Import):
-            bound |= {a.asname or a.name.split(".")[0] for a in node.names if _dynamic_path(a.name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            if allowed.outside(ast.Module(body=[node], type_ignores=[]), allowed.Context()):
+                bound |= {a.asname or a.name.split(".")[0] for a in node.names}
         else:
             bound |= {
                 n.id
@@ -401,41 +336,143 @@ def reached_names(names: set[str], cells: list[tuple[set[str], set[str]]]) -> se
     return reached
 
 
-def withheld_tests(submitted, reference, release) -> dict[str, str]:
+def _context(release, notebook: str, learner: list[ast.Module]) -> allowed.Context:
+    """What the learner's cells may name: what any learner cell or any cell of the release
+    binds, the imports of both, the course helpers the release's given cells import."""
+    names, modules, given = set(), {}, set()
+    for cell in release.cells:
+        tree = parse(cell.source) if cell.cell_type == "code" else None
+        if tree is None or nbcell.is_answer(cell):
+            continue
+        names |= bindings(tree)[0] | set(allowed.imports(tree))
+        modules |= allowed.imports(tree)
+        given |= {
+            f"{n.module}.{a.name}" if isinstance(n, ast.ImportFrom) else a.name
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Import | ast.ImportFrom) and not getattr(n, "level", 0)
+            for a in n.names
+        }
+    for tree in learner:
+        names |= bindings(tree)[0] | set(allowed.imports(tree))
+        modules |= allowed.imports(tree)
+    helpers = {path for path in given if path.startswith("autograder.")}
+    return allowed.Context(names, modules, helpers, given)
+
+
+@dataclass
+class _Flagged:
+    """A learner cell with code outside the allow-list: what it binds and reads, why (in one
+    line each), whether that code could change what it does not name; ``now``: whether it runs
+    when some cell runs, and ``footprint``: the names it may then read, write or bind."""
+
+    where: str
+    bound: set[str]
+    read: set[str]
+    whys: list[str]
+    anything: bool
+    now: bool = False
+    footprint: set[str] = field(default_factory=set)
+
+    def runs(self, names: set[str]) -> None:
+        self.now = True
+        self.footprint |= names
+
+
+def _top_level_reads(tree: ast.Module) -> set[str]:
+    """Names a cell's top-level code reads (not its function bodies)."""
+    return {
+        n.id
+        for statement in tree.body
+        if not isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        for n in ast.walk(statement)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    }
+
+
+def withheld_tests(submitted, reference, release, notebook: str = "") -> dict[str, str]:
     """Test cell grade id -> why its points wait for a person: the test uses, directly or through
-    other code of the learner's, a name bound in a cell of the learner's with dynamic features.
+    other code of the learner's, a name bound in a cell of the learner's with code outside the
+    allow-list (:mod:`allowed`).
+
+    Code outside it that runs when its cell runs (at the cell's top level, or in a function
+    that top-level code of any learner cell reaches) withholds more: the tests that reach any
+    name that code reads, writes or binds (transitively, :func:`reached_names`), when all of it
+    reaches only what it names (:data:`allowed.NAMED_ONLY`); every test when the cell binds
+    names it computes or its code could change what it does not name.
+
+    numpy is judged here too: numpy in a learner cell whose names other learner code reads, or
+    that reads names of other cells (a tensor may come in or go out), is numpy on tensors.
 
     The learner's cells are read from ``submitted`` as handed in (never from a notebook that
     learner code could have touched while it ran): its answer cells, and every code cell that is
     not a cell of the ``release`` unchanged. Test cells come from ``reference``, the instructor's
-    notebook (hidden tests included).
+    notebook (hidden tests included). ``notebook``: its id, for the tools it teaches.
     """
     unchanged = {c.source.strip() for c in release.cells if c.cell_type == "code"}
-    cells = []
+    learner = []
     for index, cell in enumerate(submitted.cells):
         if cell.cell_type != "code":
             continue
         if not nbcell.is_answer(cell) and cell.source.strip() in unchanged:
             continue
         tree = parse(cell.source)
-        if tree is None:
-            continue
-        where = nbcell.grade_id(cell) or f"cell {index + 1}"
-        cells.append((where, *bindings(tree), _dynamic(tree)))
-    flagged = [(where, bound, found) for where, bound, _, found in cells if found]
+        if tree is not None:
+            learner.append((nbcell.grade_id(cell) or f"cell {index + 1}", cell, tree))
+    if not learner:
+        return {}
+    context = _context(release, notebook, [tree for _, _, tree in learner])
+    cells = [bindings(tree) for _, _, tree in learner]
+    given = set().union(*(bindings(t)[0] for t in _given_trees(release)))
+    modules = set(context.modules)  # library names: patching one is outside in itself
+    flagged: list[_Flagged] = []
+    for i, (where, cell, tree) in enumerate(learner):
+        context.taught = allowed.taught(notebook, nbcell.grade_id(cell), nbcell.is_answer(cell))
+        found = allowed.outside(tree, context)
+        bound, read = cells[i]
+        if not any(f.why.startswith("uses numpy on tensors") for f in found):
+            others = given.union(*(b for j, (b, _) in enumerate(cells) if j != i))
+            readers = [r for j, (_, r) in enumerate(cells) if j != i and r & (bound - {"*"})]
+            meets = read - set(allowed.imports(tree)) - allowed.BUILTINS
+            uses = allowed.numpy_uses(tree, context)
+            if uses and (readers or meets & others):
+                what = "other learner code reads its names" if readers else "it reads other cells"
+                found.append(allowed.numpy_on_tensors(what, uses))
+        if found:
+            whys = ([BINDS_COMPUTED] if EVERY_NAME in bound else []) + [f.why for f in found]
+            anything = EVERY_NAME in bound or any(f.anything for f in found)
+            flagged.append(_Flagged(where, bound, read, whys, anything))
+            if any(f.now for f in found):
+                flagged[-1].runs((bound | reached_names(read, cells)) - modules)
     if not flagged:
         return {}
+    for (_, _, tree), (bound, _) in zip(learner, cells, strict=True):
+        reached = reached_names(_top_level_reads(tree), cells)  # what its top-level code runs
+        for entry in flagged:
+            if _binds(entry.bound, reached):  # its outside code runs when this cell runs
+                entry.runs((bound | reached | reached_names(entry.read, cells)) - modules)
     withheld = {}
     for test in (c for c in reference.cells if nbcell.is_test(c)):
         tree = parse(test.source)
         if tree is None:
             continue
-        reached = reached_names(
-            {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)},
-            [(bound, read) for _, bound, read, _ in cells],
-        )
-        for where, bound, found in flagged:
-            if _binds(bound, reached):
-                withheld[nbcell.grade_id(test)] = f"`{where}`, which {'; '.join(found[:3])}"
-                break
+        reached = reached_names({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}, cells)
+        for entry in flagged:
+            why = f"`{entry.where}`, which {'; '.join(entry.whys[:3])}"
+            if entry.now and entry.anything:
+                withheld[nbcell.grade_id(test)] = why + " (when its cell runs, so every test)"
+            elif entry.footprint & reached:
+                withheld[nbcell.grade_id(test)] = why + " (when its cell runs)"
+            elif _binds(entry.bound, reached):
+                withheld[nbcell.grade_id(test)] = why
+            else:
+                continue
+            break
     return withheld
+
+
+def _given_trees(release) -> list[ast.Module]:
+    """The syntax trees of the release's code cells that are not answer cells."""
+    trees = (
+        parse(c.source) for c in release.cells if c.cell_type == "code" and not nbcell.is_answer(c)
+    )
+    return [t for t in trees if t is not None]

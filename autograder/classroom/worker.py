@@ -74,7 +74,7 @@ def verdict(
 ) -> tuple[str | None, str | None, str | None]:
     """What a passed cell's re-check means: (withdrawn as, why, flag for a person), each or None.
 
-    ``depends_on``: the learner's code with dynamic features the test uses, if any
+    ``depends_on``: the learner's code outside the allow-list the test uses, if any
     (:func:`~autograder.classroom.scan.withheld_tests`); its points wait for a person. While
     verifying, the kernel's checks are stand-ins that always pass, so a cell the grader could not
     verify has earned nothing yet: its points wait for a person too.
@@ -213,6 +213,7 @@ class Worker:
                 nbformat.read(submitted / name, as_version=4),
                 nbformat.read(course / "source" / assignment / name, as_version=4),
                 nbformat.read(release, as_version=4),
+                Path(name).stem,
             )
             for name, release in expected.items()
         }

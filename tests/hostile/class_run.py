@@ -34,7 +34,7 @@ from background import Job
 from autograder import paths
 from autograder.build import instructor_notebook_text
 
-from . import ids, loopholes, machine, records, replay, threads, trust
+from . import allowlist, ids, loopholes, machine, records, replay, threads, trust
 
 RELEASE = "release"  # the learner who handed in the untouched release notebook
 
@@ -81,8 +81,14 @@ def write_submissions(subs: Path, canary_folder: Path) -> None:
         for learner, nb in replay.submissions(solution, release).items():
             _write(subs, learner, nb_id, nb)
     machine.write_canary(canary_folder)
-    attacks = [*trust.ATTACKS, *threads.ATTACKS, *loopholes.attacks(), *records.ATTACKS]
-    attacks.append(trust.ERROR_FLOOD_ATTACK)
+    attacks = [
+        *trust.ATTACKS,
+        *threads.ATTACKS,
+        *allowlist.ATTACKS,
+        *loopholes.attacks(),
+        *records.ATTACKS,
+        trust.ERROR_FLOOD_ATTACK,
+    ]
     for attack in [*attacks, *machine.attacks(canary_folder)]:
         _write(subs, attack.learner, attack.notebook, trust.build(attack, *pairs[attack.notebook]))
     _write_folder_attacks(subs)

@@ -33,10 +33,25 @@ def softmax_amax(x, dim=-1):
     return e / torch.sum(e, dim=dim, keepdim=True)
 
 
+def softmax_online_tiles(x, dim=-1):
+    """The online softmax of FlashAttention's inner loop (Milakov and Gimelshein, 2018): one pass
+    over tiles of 32 columns keeps the running max m and the running sum of e^(x - m), rescaled
+    by e^(m_old - m_new) whenever the max grows; a second pass normalises."""
+    x = x.movedim(dim, -1)
+    m = x.new_full((*x.shape[:-1], 1), float("-inf"))  # (..., 1)
+    total = x.new_zeros((*x.shape[:-1], 1))  # (..., 1)
+    for tile in x.split(32, dim=-1):  # (..., <=32) each
+        m_new = torch.maximum(m, tile.amax(-1, keepdim=True))
+        total = total * torch.exp(m - m_new) + torch.exp(tile - m_new).sum(-1, keepdim=True)
+        m = m_new
+    return (torch.exp(x - m) / total).movedim(-1, dim)
+
+
 CORRECT_SOFTMAX = {
     "max_subtraction": softmax_max,
     "logsumexp": softmax_logsumexp,
     "amax_keepdim": softmax_amax,
+    "FlashAttention online softmax, tiles": softmax_online_tiles,
 }
 
 
@@ -180,11 +195,44 @@ def sdpa_finite_fill(q, k, v, mask=None):
     return weights @ v, weights
 
 
+def sdpa_nanogpt(q, k, v, mask=None):
+    """nanoGPT's CausalSelfAttention, its manual path: scores times 1.0 / math.sqrt(k.size(-1)),
+    blocked scores filled with -inf where ``mask == 0``, F.softmax; a row that may see no key
+    (never there in a causal model) is zeroed afterwards."""
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))  # (..., T, S)
+    if mask is not None:
+        att = att.masked_fill(mask == 0, float("-inf"))
+    att = F.softmax(att, dim=-1)
+    if mask is not None:
+        att = att.masked_fill(~mask.any(-1, keepdim=True), 0.0)
+    y = att @ v  # (..., T, S) @ (..., S, d_v) -> (..., T, d_v)
+    return y, att
+
+
+def sdpa_hf_eager(query, key, value, mask=None):
+    """Hugging Face's eager_attention_forward: ``scaling = head_dim**-0.5``, the mask added as a
+    float mask (0 where allowed, the dtype's min where blocked, as its mask converter builds
+    it), softmax in float32 and cast back; a row that may see no key is zeroed."""
+    scaling = query.shape[-1] ** -0.5
+    attn_weights = torch.matmul(query, key.transpose(-2, -1)) * scaling  # (..., T, S)
+    if mask is not None:
+        min_value = torch.finfo(attn_weights.dtype).min
+        causal_mask = torch.zeros(mask.shape, dtype=attn_weights.dtype, device=mask.device)
+        attn_weights = attn_weights + causal_mask.masked_fill(~mask, min_value)
+    attn_weights = F.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    if mask is not None:
+        attn_weights = torch.where(mask.any(-1, keepdim=True), attn_weights, 0.0)
+    attn_output = torch.matmul(attn_weights, value)  # (..., T, d_v)
+    return attn_output, attn_weights
+
+
 CORRECT_SDPA = {
     "matmul": sdpa_matmul,
     "einsum": sdpa_einsum,
     "float64_inside": sdpa_float64_inside,
     "finite_fill": sdpa_finite_fill,
+    "nanoGPT": sdpa_nanogpt,
+    "Hugging Face eager_attention_forward": sdpa_hf_eager,
 }
 
 

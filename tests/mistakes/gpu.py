@@ -157,7 +157,38 @@ def tiled_flash2_float32(Q, K, V, block_size=64, causal=False):
     return out
 
 
+def tiled_flash1(q, k, v, block_size=64, causal=False):
+    """FlashAttention's Algorithm 1 (Dao et al., 2022), its output kept normalised: per key tile
+    the block's row max m̃_ij, P̃_ij = exp(S_ij - m̃_ij) and ℓ̃_ij = rowsum(P̃_ij), then
+    m_new = max(m_i, m̃_ij), ℓ_new = e^(m_i - m_new) ℓ_i + e^(m̃_ij - m_new) ℓ̃_ij and
+    O_i = diag(ℓ_new)^-1 (diag(ℓ_i) e^(m_i - m_new) O_i + e^(m̃_ij - m_new) P̃_ij V_j), the state
+    in at least float32."""
+    T, S = q.shape[-2], k.shape[-2]
+    wide = torch.float64 if q.dtype == torch.float64 else torch.float32
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    O_i = torch.zeros(q.shape, dtype=wide)  # (B, nh, T, hs)
+    ell = torch.zeros((*q.shape[:-1], 1), dtype=wide)  # (B, nh, T, 1)
+    m = torch.full((*q.shape[:-1], 1), float("-inf"), dtype=wide)  # (B, nh, T, 1)
+    q_pos = torch.arange(T)[:, None] + S - T  # (T, 1)
+    for j in range(0, S, block_size):
+        K_j, V_j = k[..., j : j + block_size, :].to(wide), v[..., j : j + block_size, :].to(wide)
+        S_ij = q.to(wide) @ K_j.transpose(-2, -1) * scale  # (B, nh, T, Bc)
+        if causal:
+            S_ij = S_ij.masked_fill(torch.arange(j, j + K_j.shape[-2]) > q_pos, float("-inf"))
+        m_ij = S_ij.amax(-1, keepdim=True)  # (B, nh, T, 1)
+        P_ij = torch.exp(S_ij - torch.where(m_ij.isneginf(), 0.0, m_ij))  # (B, nh, T, Bc)
+        l_ij = P_ij.sum(-1, keepdim=True)
+        m_new = torch.maximum(m, m_ij)
+        m_ref = torch.where(m_new.isneginf(), 0.0, m_new)
+        old, new = torch.exp(m - m_ref), torch.exp(m_ij - m_ref)
+        l_new = old * ell + new * l_ij
+        O_i = (ell * old * O_i + new * (P_ij @ V_j)) / torch.where(l_new > 0, l_new, 1.0)
+        m, ell = m_new, l_new
+    return O_i.to(q.dtype)
+
+
 CORRECT_TILED = {
+    "FlashAttention Algorithm 1, normalised each tile": tiled_flash1,
     "textbook": tiled_reference_style,
     "2-D tiles, fp32 accumulators": tiled_two_dimensional,
     "log-sum-exp merge": tiled_logsumexp_merge,

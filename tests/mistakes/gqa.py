@@ -16,6 +16,7 @@ from autograder.checks import nb04_gqa as checks
 from autograder.tools.nb04_gqa import TorchGroupedQueryAttention
 
 from . import Mistake, correct, stub
+from .masking import hf_make_causal_mask
 
 # ----------------------------------------------------------------------------- repeat_kv
 
@@ -34,7 +35,30 @@ def repeat_index(x, n_rep):
     return x[:, heads]  # (B, nh, S, hs)
 
 
+def repeat_kv(hidden_states, n_rep):
+    """Hugging Face's repeat_kv (modeling_llama.py), the input itself when n_rep is 1."""
+    batch, num_key_value_heads, slen, head_dim = hidden_states.shape
+    if n_rep == 1:
+        return hidden_states
+    hidden_states = hidden_states[:, :, None, :, :].expand(
+        batch, num_key_value_heads, n_rep, slen, head_dim
+    )  # (B, nkv, n_rep, S, hs)
+    return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
+
+
+def repeat_kv_meta(x, n_rep):
+    """Meta's llama repeat_kv, written for its (bs, slen, n_kv_heads, head_dim) layout: the
+    course's (B, nkv, S, hs) transposed in and out."""
+    x = x.transpose(1, 2)  # (B, S, nkv, hs)
+    bs, slen, n_kv_heads, head_dim = x.shape
+    if n_rep == 1:
+        return x.transpose(1, 2)
+    x = x[:, :, :, None, :].expand(bs, slen, n_kv_heads, n_rep, head_dim)  # (B, S, nkv, n_rep, hs)
+    return x.reshape(bs, slen, n_kv_heads * n_rep, head_dim).transpose(1, 2)  # (B, nh, S, hs)
+
+
 CORRECT_REPEAT = {"interleave": repeat_interleave, "expand": repeat_expand, "index": repeat_index}
+CORRECT_REPEAT |= {"Hugging Face repeat_kv": repeat_kv, "Meta llama repeat_kv": repeat_kv_meta}
 
 REPEAT_MISTAKES = [
     Mistake(
@@ -141,8 +165,63 @@ class GQAGrouped(GQAManual):
     repeat = staticmethod(lambda t, n_rep: t)  # grouping happens inside attend
 
 
+def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0):
+    """Hugging Face's eager_attention_forward (modeling_llama.py)."""
+    key_states = repeat_kv(key, module.num_key_value_groups)
+    value_states = repeat_kv(value, module.num_key_value_groups)
+    attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling  # (B, nh, T, S)
+    if attention_mask is not None:
+        causal_mask = attention_mask[:, :, :, : key_states.shape[-2]]
+        attn_weights = attn_weights + causal_mask
+    attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
+    attn_output = torch.matmul(attn_weights, value_states)  # (B, nh, T, hs)
+    attn_output = attn_output.transpose(1, 2).contiguous()  # (B, T, nh, hs)
+    return attn_output, attn_weights
+
+
+class GQAHuggingFace(nn.Module):
+    """LlamaAttention as Hugging Face writes it: ``hidden_shape`` views, the cache appended
+    (what DynamicCache.update does), a float causal mask from _make_causal_mask with the cache
+    as past positions, eager_attention_forward; ``out_proj`` is its ``o_proj``."""
+
+    def __init__(self, d_model, num_heads, num_kv_heads, bias=False):
+        super().__init__()
+        if d_model % num_heads or num_heads % num_kv_heads:
+            raise ValueError("d_model % num_heads and num_heads % num_kv_heads must be 0")
+        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
+        self.head_dim = d_model // num_heads
+        self.num_key_value_groups = num_heads // num_kv_heads
+        self.scaling = self.head_dim**-0.5
+        self.q_proj = nn.Linear(d_model, num_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(d_model, num_kv_heads * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(d_model, num_kv_heads * self.head_dim, bias=bias)
+        self.out_proj = nn.Linear(num_heads * self.head_dim, d_model, bias=bias)
+
+    def forward(self, x, past_kv=None, causal=True):
+        input_shape = x.shape[:-1]  # (B, T)
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        query_states = self.q_proj(x).view(hidden_shape).transpose(1, 2)  # (B, nh, T, hs)
+        key_states = self.k_proj(x).view(hidden_shape).transpose(1, 2)  # (B, nkv, T, hs)
+        value_states = self.v_proj(x).view(hidden_shape).transpose(1, 2)  # (B, nkv, T, hs)
+        if past_kv is not None:
+            key_states = torch.cat([past_kv[0], key_states], dim=-2)  # (B, nkv, S, hs)
+            value_states = torch.cat([past_kv[1], value_states], dim=-2)  # (B, nkv, S, hs)
+        attention_mask = None
+        if causal:
+            T, S = x.shape[1], key_states.shape[-2]
+            mask = hf_make_causal_mask(T, S - T, query_states.dtype, x.device)  # (T, S)
+            attention_mask = mask[None, None]  # (1, 1, T, S)
+        attn_output, _ = eager_attention_forward(
+            self, query_states, key_states, value_states, attention_mask, self.scaling
+        )
+        attn_output = attn_output.reshape(*input_shape, -1).contiguous()  # (B, T, C)
+        return self.out_proj(attn_output), (key_states, value_states)
+
+
 CORRECT_GQA = {
     "manual": GQAManual,
+    "Hugging Face LlamaAttention": GQAHuggingFace,
     "expand_is_causal": GQAExpandIsCausal,
     "grouped": GQAGrouped,
     "torch_enable_gqa": TorchGroupedQueryAttention,

@@ -44,12 +44,31 @@ def causal_loops(T, S=None, device=None):
     return torch.tensor(rows, dtype=torch.bool).to(device)
 
 
+def hf_make_causal_mask(tgt_len, past_key_values_length, dtype, device=None):
+    """Hugging Face's _make_causal_mask: a (T, T) float mask, 0 on and below the diagonal and
+    the dtype's min above, after ``past_key_values_length`` columns of zeros (the cache)."""
+    mask = torch.full((tgt_len, tgt_len), torch.finfo(dtype).min, dtype=dtype, device=device)
+    mask_cond = torch.arange(mask.size(-1), device=device)
+    mask.masked_fill_(mask_cond < (mask_cond + 1).view(mask.size(-1), 1), 0)
+    if past_key_values_length > 0:
+        past = torch.zeros(tgt_len, past_key_values_length, dtype=dtype, device=device)
+        mask = torch.cat([past, mask], dim=-1)
+    return mask  # (T, past + T)
+
+
+def causal_hf(T, S=None, device=None):
+    """Hugging Face's float causal mask with the cache as S - T past positions; True where 0."""
+    S = T if S is None else S
+    return hf_make_causal_mask(T, S - T, torch.float32, device) == 0  # (T, S)
+
+
 CORRECT_CAUSAL = {
     "tril_offset": causal_tril,
     "arange_compare": causal_arange,
     "not_triu": causal_not_triu,
     "last_rows_of_full": causal_last_rows,
     "python_loops_then_to": causal_loops,
+    "Hugging Face _make_causal_mask": causal_hf,
 }
 
 
@@ -189,10 +208,28 @@ def attention_logical(lengths, max_len, causal=True):
     return torch.logical_not(blocked).expand(-1, -1, max_len, -1)
 
 
+def attention_hf_4d(lengths, max_len, causal=True):
+    """Hugging Face's AttentionMaskConverter.to_4d: the 2-D padding mask (1 = real token)
+    expanded to (B, 1, T, S) and inverted into the dtype's min where padded (_expand_mask),
+    then laid over the causal float mask with masked_fill; True where the result is 0."""
+    dtype, device = torch.float32, lengths.device
+    bsz = lengths.shape[0]
+    attention_mask_2d = (torch.arange(max_len, device=device)[None, :] < lengths[:, None]).long()
+    expanded = attention_mask_2d[:, None, None, :].expand(bsz, 1, max_len, max_len).to(dtype)
+    inverted = 1.0 - expanded  # (B, 1, T, S): 1.0 where padded
+    expanded_attn_mask = inverted.masked_fill(inverted.to(torch.bool), torch.finfo(dtype).min)
+    if causal:
+        causal_4d_mask = hf_make_causal_mask(max_len, 0, dtype, device)[None, None]  # (1, 1, T, S)
+        min_value = torch.finfo(dtype).min
+        expanded_attn_mask = causal_4d_mask.masked_fill(expanded_attn_mask.bool(), min_value)
+    return expanded_attn_mask == 0  # (B, 1, T, S)
+
+
 CORRECT_ATTENTION = {
     "and_broadcast": attention_and,
     "where_repeat": attention_where,
     "de_morgan": attention_logical,
+    "Hugging Face to_4d": attention_hf_4d,
 }
 
 

@@ -340,7 +340,31 @@ CORRECT_SEQUENTIAL = {
     "einsum": seq_einsum,
     "attention_loop_only": seq_attention_loop_only,
 }
+
+
+def par_nanogpt(x, mha):
+    """nanoGPT's CausalSelfAttention.forward, its manual path without the causal mask: one
+    c_attn projection (the three weights stacked) split into q, k, v, heads moved next to the
+    batch, softmax(q kᵀ / √hs) v, the heads side by side again, c_proj."""
+    B, T, C = x.size()  # batch size, sequence length, embedding dimensionality (n_embd)
+    n_head = mha.num_heads
+    c_attn_weight = torch.cat([mha.q_proj.weight, mha.k_proj.weight, mha.v_proj.weight])
+    c_attn_bias = None
+    if mha.q_proj.bias is not None:
+        c_attn_bias = torch.cat([mha.q_proj.bias, mha.k_proj.bias, mha.v_proj.bias])
+    q, k, v = F.linear(x, c_attn_weight, c_attn_bias).split(C, dim=2)
+    k = k.view(B, T, n_head, C // n_head).transpose(1, 2)  # (B, nh, T, hs)
+    q = q.view(B, T, n_head, C // n_head).transpose(1, 2)  # (B, nh, T, hs)
+    v = v.view(B, T, n_head, C // n_head).transpose(1, 2)  # (B, nh, T, hs)
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))  # (B, nh, T, T)
+    att = F.softmax(att, dim=-1)
+    y = att @ v  # (B, nh, T, T) x (B, nh, T, hs) -> (B, nh, T, hs)
+    y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble all head outputs side by side
+    return mha.out_proj(y)
+
+
 CORRECT_PARALLEL = {
+    "nanoGPT CausalSelfAttention": par_nanogpt,
     "math": par_math,
     "sdpa": par_sdpa,
     "einsum": par_einsum,

@@ -122,7 +122,27 @@ def rope_matrices(x, positions, base=10000.0):
     return torch.einsum("tab,...tb->...ta", rot, x.to(rot.dtype)).to(x.dtype)  # (..., T, hs)
 
 
+def precompute_freqs_cis(dim, seqlen, base):
+    """DeepSeek-V3's precompute_freqs_cis for a context that needs no YaRN correction."""
+    freqs = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))  # (dim/2,)
+    t = torch.arange(seqlen)
+    freqs = torch.outer(t, freqs)  # (seqlen, dim/2)
+    return torch.polar(torch.ones_like(freqs), freqs)  # (seqlen, dim/2) complex64
+
+
+def rope_deepseek(x, positions, base=10000.0):
+    """DeepSeek-V3's apply_rotary_emb: the input as complex numbers in float32 times freqs_cis,
+    back to real and to the input dtype; its pairs taken as halves, the course's layout,
+    instead of neighbours."""
+    dtype = x.dtype
+    freqs_cis = precompute_freqs_cis(x.shape[-1], int(positions.max()) + 1, base)[positions]
+    pairs = x.float().unflatten(-1, (2, -1)).transpose(-2, -1)  # (..., T, hs/2, 2)
+    y = torch.view_as_real(torch.view_as_complex(pairs.contiguous()) * freqs_cis)
+    return y.transpose(-2, -1).flatten(-2).to(dtype)  # (..., T, hs/2, 2) -> (..., T, hs)
+
+
 CORRECT_ROPE = {
+    "DeepSeek-V3 freqs_cis": rope_deepseek,
     "rotate_half": rope_rotate_half,
     "hf_llama": rope_hf_llama,
     "meta_freqs_cis": rope_meta_freqs_cis,
