@@ -17,6 +17,11 @@ formulas that ``transformers.modeling_rope_utils`` publishes (transformers is no
   that turn less than ``beta_slow`` times, index above ``ceil(d(beta_slow))``), with
   ``d(r) = hs · ln(L_orig / (2π r)) / (2 ln base)``; and an attention factor ``0.1 ln(factor) +
   1`` that multiplies cos and sin.
+- ``llama3`` (Llama 3.1, Meta's ``apply_scaling``): per pair, by its wavelength ``λ_i = 2π / θ_i``
+  against the trained length: ``θ_i`` where ``λ_i < L_orig / high_freq_factor``, ``θ_i / factor``
+  where ``λ_i > L_orig / low_freq_factor``, and between them ``(1 - smooth) · θ_i / factor +
+  smooth · θ_i`` with ``smooth = (L_orig / λ_i - low_freq_factor) / (high_freq_factor -
+  low_freq_factor)``; attention factor 1.
 
 The oracle computes them in float64 from Python numbers; known-wrong variants (scaling the
 positions instead of the base, the ramp reversed, the attention factor left out...) are the
@@ -83,12 +88,52 @@ def _ramp(
     return ((index.double() - low) / (high - low)).clamp(0, 1)
 
 
-def expected(rope_type, hs, base, factor, original, seq_len, beta_fast, beta_slow, **wrong):
+def _llama3(theta, factor, original, low_freq_factor, high_freq_factor, **wrong) -> torch.Tensor:
+    """Llama 3.1's frequencies ``(hs/2,)``, written as Meta's ``apply_scaling`` states them."""
+    swapped = wrong.get("thresholds_swapped")  # which band the slip tests first
+    if swapped:
+        low_freq_factor, high_freq_factor = high_freq_factor, low_freq_factor
+    long_wave, short_wave = original / low_freq_factor, original / high_freq_factor
+    scaled = []
+    for freq in theta.tolist():
+        wavelength = freq if wrong.get("frequency") else 2 * math.pi / freq
+        if swapped == "divide first" and wavelength > long_wave:
+            scaled.append(freq / factor)
+        elif wavelength < short_wave:
+            scaled.append(freq)
+        elif wavelength > long_wave:
+            scaled.append(freq / factor)
+        else:
+            smooth = (original / wavelength - low_freq_factor) / (
+                high_freq_factor - low_freq_factor
+            )
+            if wrong.get("smooth_inverted"):
+                smooth = 1 - smooth
+            scaled.append((1 - smooth) * freq / factor + smooth * freq)
+    return torch.tensor(scaled, dtype=torch.float64)
+
+
+def expected(
+    rope_type,
+    hs,
+    base,
+    factor,
+    original,
+    seq_len,
+    beta_fast,
+    beta_slow,
+    low_freq_factor=1.0,
+    high_freq_factor=4.0,
+    **wrong,
+):
     """The oracle ``(inv_freq (hs/2,) float64, attention_factor)``; ``wrong`` names a mistake."""
     over_hs = bool(wrong.get("over_hs"))
     theta = _theta(hs, base, over_hs)
     if rope_type == "default":
         return theta, 1.0
+    if rope_type == "llama3":
+        bands = (factor, original, low_freq_factor, high_freq_factor)
+        return _llama3(theta, *bands, **wrong), 1.0
     if rope_type == "linear":
         return (theta * factor if wrong.get("times") else theta / factor), 1.0
     if rope_type == "dynamic":
@@ -179,6 +224,24 @@ def _variants(case: dict, rope_type: str) -> dict[str, dict]:
                 "sqrt_attention": True
             },
         },
+        "llama3": {
+            f"{at}, the pairs between the two wavelengths blend the wrong way: smooth = "
+            "(L_orig / λ - low_freq_factor) / (high_freq_factor - low_freq_factor) is 1 at "
+            "the short end, where θ_i is kept, so the blend is (1 - smooth) · θ_i / factor + "
+            "smooth · θ_i.": {"smooth_inverted": True},
+            f"{at}, your inv_freq are the unscaled θ_i, as when the frequency θ_i is compared "
+            "where the rule compares the wavelength λ_i = 2π / θ_i (tokens per turn) with "
+            "L_orig / high_freq_factor and L_orig / low_freq_factor: every θ_i ≤ 1 is below "
+            "both, so every pair is kept.": {"frequency": True},
+            f"{at}, your two thresholds are swapped: every pair slower than L_orig / "
+            "high_freq_factor is divided by the factor. The short one, L_orig / "
+            "high_freq_factor, bounds the pairs kept as they are, the long one, L_orig / "
+            "low_freq_factor, the pairs divided.": {"thresholds_swapped": "divide first"},
+            f"{at}, your two thresholds are swapped: every pair faster than L_orig / "
+            "low_freq_factor is kept. The short one, L_orig / high_freq_factor, bounds the "
+            "pairs kept as they are, the long one, L_orig / low_freq_factor, the pairs "
+            "divided.": {"thresholds_swapped": "keep first"},
+        },
     }.get(rope_type, {})
 
 
@@ -187,6 +250,8 @@ def _call(fn: Callable, case: dict) -> tuple[torch.Tensor, float]:
     args = (case["rope_type"], case["hs"], case["base"])
     kwargs = {k: case[k] for k in ("factor", "original_max_position", "seq_len")}
     kwargs |= {k: case[k] for k in ("beta_fast", "beta_slow") if case["rope_type"] == "yarn"}
+    bands = ("low_freq_factor", "high_freq_factor")
+    kwargs |= {k: case[k] for k in bands if case["rope_type"] == "llama3"}
     result = call(fn, PARAMS, args, kwargs)
     if not isinstance(result, tuple | list) or len(result) != 2:
         fail(
@@ -206,7 +271,7 @@ def _call(fn: Callable, case: dict) -> tuple[torch.Tensor, float]:
 
 
 def _cases(rope_type: str, gen, thorough: bool, seed: int) -> list[dict]:
-    fixed = [  # (hs, base, factor, original, seq_len): Llama 2-, Llama 3- and Qwen-like
+    fixed = [  # (hs, base, factor, original, seq_len): Llama 2-, Llama 3.1- and Qwen-like
         (128, 10000.0, 4.0, 4096, None),
         (128, 500000.0, 8.0, 8192, 32768),
         (64, 10000.0, 2.0, 2048, 1024),
@@ -234,6 +299,8 @@ def _cases(rope_type: str, gen, thorough: bool, seed: int) -> list[dict]:
             seq_len=seq_len,
             beta_fast=32.0 if i % 2 == 0 else 16.0,
             beta_slow=1.0 if i % 2 == 0 else 2.0,
+            low_freq_factor=1.0 if i % 3 != 2 else 2.0,  # Llama 3.1's 1 and 4 first
+            high_freq_factor=4.0 if i % 3 != 2 else 8.0,
         )
         for i, (hs, base, factor, original, seq_len) in enumerate(fixed)
     ]
@@ -252,6 +319,8 @@ def _check(fn: Callable, rope_type: str, seed: int, thorough: bool) -> None:
             case["seq_len"],
             case["beta_fast"],
             case["beta_slow"],
+            case["low_freq_factor"],
+            case["high_freq_factor"],
         )
         inv_freq, attention = _call(fn, case)
         right, right_attention = expected(*oracle_args)
@@ -285,6 +354,8 @@ _DEFINITION = {
     "dynamic": "θ_i with the base raised to base · (factor · L / L_orig - factor + 1) ** (hs / "
     "(hs - 2)), L = max(seq_len, L_orig)",
     "yarn": "YaRN's blend θ_i · (1 - ramp_i) + θ_i / factor · ramp_i",
+    "llama3": "Llama 3.1's rule by wavelength: θ_i below L_orig / high_freq_factor, θ_i / factor "
+    "above L_orig / low_freq_factor, the smooth blend between",
 }
 
 
@@ -307,3 +378,10 @@ def check_rope_yarn(rope_parameters: Callable, *, seed: int = 0, thorough: bool 
     """``rope_type="yarn"``: the per-pair ramp and the attention factor 0.1 ln(factor) + 1."""
     __tracebackhide__ = True
     _check(rope_parameters, "yarn", seed, thorough)
+
+
+@one_thread
+def check_rope_llama3(rope_parameters: Callable, *, seed: int = 0, thorough: bool = False) -> None:
+    """``rope_type="llama3"``: kept, interpolated or blended by wavelength; attention factor 1."""
+    __tracebackhide__ = True
+    _check(rope_parameters, "llama3", seed, thorough)

@@ -126,9 +126,9 @@ BEYOND_CHOICES = {
             "a": "the slot is where the bytes live, not a position: once the ring wraps, slot "
             "p % W would rotate a key as if it were near the start, and the distances between "
             "tokens would come out wrong",
-            "b": "copying W keys every step would cost O(W) per token for nothing: attention "
-            "reads a set of keys, so their order in memory does not matter once the mask and "
-            "the rotations use positions",
+            "b": "a query and a key turned by the same angle lose it in their dot product "
+            "(the rotation is orthogonal), so every score would carry no position at all: each "
+            "key must be rotated at its own position",
             "c": "a key is rotated at its absolute position p before it is written to slot "
             "p % W, and the mask is built from the positions the slots hold (oldest first), "
             "so overwriting the oldest slot changes nothing for the others",

@@ -132,9 +132,10 @@ def _block_task(signature: str, contract: str, gpt2: bool) -> Task:
 
 _BLOCK = (
     "A pre-LN transformer block (GPT-2's): layer norm, causal-or-not multi-head self-attention "
-    "with `num_heads` heads, a residual add, layer norm, an MLP (Linear C -> 4C, exact GELU, "
-    "Linear 4C -> C), a residual add. `x` (B, T, C); every layer is given as a callable "
-    "(`nn.LayerNorm`, `nn.Linear`): call them. Return the block's output (B, T, C)."
+    "with `num_heads` heads, a residual add, layer norm, an MLP (Linear C -> 4C, GELU, exact or "
+    "GPT-2's tanh form: both accepted, Linear 4C -> C), a residual add. `x` (B, T, C); every "
+    "layer is given as a callable (`nn.LayerNorm`, `nn.Linear`): call them. Return the block's "
+    "output (B, T, C)."
 )
 
 PRE_LN_BLOCK = Problem(

@@ -199,10 +199,11 @@ GQA_DECODE = Problem(
             _step_task(
                 "def decode_step(x, k_cache, v_cache, pos, q_proj, k_proj, v_proj, o_proj, "
                 "num_heads, num_kv_heads):",
-                f"{_STEP} A **preallocated cache**, as vLLM and static-cache serving keep it: "
-                "`k_cache`, `v_cache` (B, nkv, S_max, hs) hold `pos` cached positions; write the "
-                "new keys and values into positions pos … pos + T − 1 **in place**, attend over "
-                "the first pos + T only, and return `out` alone.",
+                f"{_STEP} A **preallocated cache**, as Hugging Face's `StaticCache` and Meta's "
+                "reference code keep it: `k_cache`, `v_cache` (B, nkv, S_max, hs) hold `pos` "
+                "cached positions; write the new keys and values into positions pos … "
+                "pos + T − 1 **in place**, attend over the first pos + T only, and return `out` "
+                "alone.",
                 _step_static,
                 rewrites=(
                     (

@@ -183,7 +183,7 @@ _MERGE = (
 ONLINE_MERGE = Problem(
     "online_merge",
     "Merge two online-softmax blocks",
-    "notebook 06 §4",
+    "notebook 06 §5",
     "Combine the partial attention results of two key blocks exactly, without the scores.",
     (
         Variant(
@@ -202,7 +202,7 @@ ONLINE_MERGE = Problem(
             _merge_task(
                 "def merge(acc1, m1, l1, acc2, m2, l2):",
                 f"{_MERGE}`m = -inf`, `l = 0`, `acc = 0`. Each partial result is "
-                "FlashAttention-1's running state: `m` (..., T) the row maximum of the scaled "
+                "FlashAttention-2's running state: `m` (..., T) the row maximum of the scaled "
                 "scores, `l` (..., T) "
                 "the sum of exp(score − m), `acc` (..., T, hs) the sum of exp(score − m)·v "
                 "(not yet divided by l). Return the merged `(acc, m, l)`, never NaN.",

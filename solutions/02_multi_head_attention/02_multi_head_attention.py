@@ -1242,9 +1242,11 @@ print(f"12 blocks: {12 * per_block / 1e6:.1f} M parameters")
 # ## 12 · The Llama-style block: RMSNorm and SwiGLU
 #
 # Llama (Touvron et al., 2023) and most open models since keep the pre-norm layout of section 11
-# and change three parts: **RMSNorm** instead of LayerNorm, a **SwiGLU** MLP instead of
-# Linear–GELU–Linear, and GQA (notebook 04) instead of full multi-head attention. No linear layer
-# has a bias. You build the first two here, then count what they change.
+# and change four parts: **RMSNorm** instead of LayerNorm, a **SwiGLU** MLP instead of
+# Linear–GELU–Linear, rotary position embeddings (RoPE, notebook 04) instead of learned absolute
+# ones, and, from Llama 2 70B on, GQA (notebook 04) instead of full multi-head attention (Llama 1
+# and the 7B and 13B Llama 2 models keep every key/value head). No linear layer has a bias. You
+# build the first two here, then count what they change.
 #
 # **RMSNorm** (Zhang and Sennrich, 2019) keeps only half of LayerNorm. LayerNorm subtracts the
 # mean and divides by the standard deviation, then scales and shifts. RMSNorm subtracts nothing
@@ -1260,7 +1262,8 @@ print(f"12 blocks: {12 * per_block / 1e6:.1f} M parameters")
 #
 # **Difficulty** ●○○ · **Importance** ★★☆ · **Time** ~10 min
 #
-# `RMSNorm(dim, eps=1e-6)` (Llama's default eps) with one parameter, `weight`, of shape `(dim,)`
+# `RMSNorm(dim, eps=1e-6)` (the default of Meta's `RMSNorm` class; the released Llama 2 and 3
+# configs build every block with `norm_eps` 1e-5) with one parameter, `weight`, of shape `(dim,)`
 # and initialised to ones; `forward(x)` normalises over the last dimension of any `(..., dim)`
 # input. The output has `x`'s dtype, as `nn.RMSNorm`'s does; like it, compute the mean square in
 # float32 for float16 or bfloat16 input (in float16, `x²` overflows past 65,504) and cast the
@@ -1441,11 +1444,19 @@ for name, C, nh, nkv, multiple_of, multiplier, layers in [
 # blocks hold 68.5 B of the model's 69 B parameters; the embedding and the output layer hold the
 # rest.
 #
-# **A note on QK-norm.** Some newer models (OLMo 2, Gemma 3, Qwen 3) add one more RMSNorm per head
-# on the queries and on the keys, after the projections and before RoPE and the dot product. It
+# **A note on QK-norm.** Some newer models (OLMo 2, Gemma 3, Qwen 3) add an RMSNorm on the
+# queries and another on the keys, after the projections and before RoPE and the dot product. It
 # bounds the size of the scores, so no logit can grow without limit and push the softmax into a
-# one-hot corner; training at large learning rates becomes steadier. It adds `2·hs` parameters per
-# layer when the scales are shared across heads, a rounding error next to the `12·C²`.
+# one-hot corner; training at large learning rates becomes steadier. Where it normalises
+# differs. Qwen 3 and Gemma 3 normalise each head's `hs` features, with one scale vector shared
+# by the heads: `2·hs` parameters per layer. OLMo 2 normalises the whole query projection
+# (`nh·hs` features) and the whole key projection (`nkv·hs`) at once, with a scale per feature:
+# `(nh + nkv)·hs` parameters. Either way a rounding error next to the `12·C²`.
+#
+# Two more choices you will meet in 2025 configs. Many models decouple the head size from the
+# width, `hs ≠ C / nh`: Qwen3-4B has `C = 2560` and 32 query heads of 128, so its `q_proj` is
+# 2560 × 4096, not square. And Gemma stores RMSNorm's scale as an offset from one, `x̂ ∘ (1 + w)`
+# with `w` starting at zero; the function is the same, the checkpoint's numbers are not.
 #
 # ## Summary
 #

@@ -579,8 +579,8 @@ else:
 # ## 6 · The backward pass, tile by tile
 #
 # Training needs gradients, and the backward pass has the same problem as the forward: written
-# naively, it keeps the `(T, S)` weights `P` from the forward and builds three more `(T, S)`
-# tables (`dP`, `dS`, and the scores again). FlashAttention-2 (Dao, 2023) computes `dQ`, `dK`
+# naively, it keeps the `(T, S)` weights `P` from the forward and builds two more `(T, S)`
+# tables, `dP` and `dS`. FlashAttention-2 (Dao, 2023) computes `dQ`, `dK`
 # and `dV` tile by tile instead, from what the forward saved: `q`, `k`, `v`, the output `o`, and
 # **one number per query**, the log-sum-exp of its scaled scores,
 #
@@ -732,6 +732,17 @@ with track_tensors() as largest:
 print(f"largest tensor, yours:            {largest.describe()}")
 for name, mine, leaf in zip(("dq", "dk", "dv"), grads, leaves, strict=True):
     print(f"{name}: max |yours − autograd| = {(mine - leaf.grad).abs().max().item():.1e}")
+
+# %% [markdown]
+# **What a real kernel changes.** The demo above builds `lse` from the whole score table; a real
+# forward returns it from its loop ($m_i + \log \ell_i$), saves it with `q`, `k`, `v` and `o`,
+# and a `torch.autograd.Function` joins that forward to this backward (CS336's second assignment
+# asks for exactly that, checked with `torch.autograd.gradcheck` in float64). With a causal mask,
+# key tiles wholly above the diagonal are skipped in both passes, about half the work. `dQ`
+# gathers a contribution from every key tile: FlashAttention-2 adds them with atomic adds in
+# float32, the Triton tutorial runs a second loop over key tiles per query tile instead. With
+# GQA, each key/value head serves a group of query heads, so its `dK` and `dV` are the sums of
+# that group's contributions. All three accumulate in float32 whatever the input dtype.
 
 # %% [markdown]
 # ## 7 · Optional deep dive: a Triton kernel

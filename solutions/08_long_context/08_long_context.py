@@ -77,6 +77,7 @@ from autograder.checks.nb08_rolling import check_sliding_window_decoding
 from autograder.checks.nb08_rope_scaling import (
     check_rope_dynamic,
     check_rope_linear,
+    check_rope_llama3,
     check_rope_yarn,
 )
 from autograder.checks.nb08_sinks import check_sink_attention
@@ -96,8 +97,11 @@ torch.manual_seed(0)
 #
 # A causal mask lets the query at position $p$ see every key $0 \dots p$: the work and the cache
 # grow with the whole text. A **sliding window** of $W$ keys lets it see only the $W$ most recent
-# ones, $p - W + 1 \dots p$ (itself included). Mistral 7B uses $W = 4096$ in every layer; Gemma 2
-# and 3 alternate windowed "local" layers with full "global" ones.
+# ones, $p - W + 1 \dots p$ (itself included). Conventions differ by one: Mistral's paper lets
+# position $i$ see $i - W \dots i$, $W + 1$ keys; this course, vLLM and Hugging Face count $W$
+# keys, the query's own included. Mistral 7B v0.1 uses $W = 4096$ in every layer (later
+# versions drop the window); Gemma 2 alternates windowed "local" layers ($W = 4096$) one to one
+# with full "global" ones, and Gemma 3 runs five local layers ($W = 1024$) per global one.
 #
 # Information still travels further than $W$: a token at layer 2 sees $W$ tokens of layer 1,
 # each of which saw $W$ more, so after $L$ layers the reach is about $L \times W$ (Mistral's
@@ -156,7 +160,9 @@ plt.show()
 # With a window, a key older than $W$ positions is never read again, so the cache needs only $W$
 # slots per layer, however long the text. Mistral's reference code keeps them in a **ring
 # buffer**: position $p$ is written into slot $p \bmod W$, over the key that was there $W$
-# positions earlier. Nothing is ever moved.
+# positions earlier. Nothing already cached is moved. (Hugging Face's static sliding-window
+# cache chooses the other way: it shifts its $W$ slots left by one at each step, a copy of the
+# window per token, to keep keys in position order at a fixed address for compiled kernels.)
 #
 # ```
 #  W = 4 slots            slot 0  slot 1  slot 2  slot 3
@@ -184,7 +190,9 @@ plt.show()
 # `(buffer, recent)`: a **new** buffer with the new positions written in their slots (leave the
 # one you were given unchanged), and `recent`, positions `max(0, start - W + 1) … start + T - 1`
 # in position order. Read the old positions before you write: a new one may land on a slot whose
-# position the first new queries still need.
+# position the first new queries still need. Returning a new buffer and a reordered copy keeps
+# the exercise easy to test; serving code writes the slots in place (`index_copy_`) and hands
+# the kernel the positions each slot holds instead of reordering.
 #
 # <details><summary>Hint 1: the old positions</summary>
 #
@@ -350,10 +358,11 @@ print(
 # %% [markdown]
 # ## 3 · Attention sinks
 #
-# A sliding window forgets the start of the text. That sounds harmless, but Xiao et al. (2024,
-# *StreamingLLM*) measured something odd: a model run with a plain window collapses (its
-# perplexity explodes) the moment the very first tokens leave the cache. Trained models park a
-# large share of every head's attention on the first token or two, whatever they say: a softmax
+# A sliding window forgets the start of the text. That sounds harmless, but Xiao et al. (2023,
+# *StreamingLLM*, ICLR 2024) measured something odd: a model run with a plain window collapses
+# (its perplexity explodes) the moment the very first tokens leave the cache. In most heads past
+# the first two layers, trained models park a large share of the attention on the first token
+# or two, whatever they say: a softmax
 # must put its weight somewhere, and the first tokens, which every later token has seen, become
 # the place to dump it. Notebook 07's heads do the same. Remove those **attention sinks** and
 # the weight they held is spread over tokens that never carried it.
@@ -452,6 +461,22 @@ for _ in range(40):
     k_t, v_t = torch.randn(1, nkv, 1, hs), torch.randn(1, nkv, 1, hs)  # (B, nkv, 1, hs)
     out, past = sink_attention(q_t, k_t, v_t, *past, n_sink=n_sink, window=window)
 print(f"after 40 tokens the cache holds {past[0].shape[2]} keys: 2 sinks and the last 6 tokens")
+
+# %% [markdown]
+# **Sinks learned instead of kept.** If a head needs somewhere to put weight it does not want to
+# give any token, the model can be handed that place directly. OpenAI's gpt-oss (2025) gives each
+# head one learned logit, its `sinks` parameter: it joins the row of scores before the softmax
+# and is dropped after, so the weights over the real keys sum to less than one and a head may
+# attend to almost nothing. No token needs keeping for it, and its sliding-window layers evict
+# freely. FlashAttention and vLLM take such a logit as an extra input. Gated attention
+# (Qwen3-Next) attacks the same need from the output side, with a learned gate per head that can
+# shut the head off.
+
+# %%
+scores = torch.tensor([[2.0, 1.0, 0.5]])  # (T, S): one query, three keys
+sink_logit = torch.tensor([3.0])  # one head's learned logit
+weights = torch.cat([scores, sink_logit.expand(1, 1)], dim=-1).softmax(dim=-1)[:, :-1]  # (T, S)
+print(f"weights {weights.numpy().round(3)}, sum {weights.sum().item():.3f} (not 1)")
 
 # %% [markdown]
 # ## 4 · Multi-head latent attention (MLA)
@@ -615,8 +640,8 @@ check_mla_decoding(MultiHeadLatentAttention, seed=1, thorough=True)
 
 # %% [markdown]
 # Token by token with the latent cache, then in one pass: the same outputs. Next to it, what one
-# token costs the cache, against multi-head attention with the same 8 heads (keys
-# `head_dim + d_rope` wide, values `head_dim`), in numbers per layer.
+# token costs the cache, against multi-head attention with the same 8 heads of `head_dim` (keys
+# and values `head_dim` wide, the baseline DeepSeek-V2's paper uses), in numbers per layer.
 
 # %%
 torch.manual_seed(0)
@@ -632,7 +657,7 @@ gap = (torch.cat(steps, dim=1) - full).abs().max().item()
 print(f"token by token vs one pass, largest difference: {gap:.1e}")
 c_kv, k_rope = cache
 print(f"cache after 6 tokens: c_kv {tuple(c_kv.shape)}, k_rope {tuple(k_rope.shape)}")
-print(f"numbers per token: {16 + 4} (MLA) against {8 * (8 + 4) + 8 * 8} (MHA, same heads)")
+print(f"numbers per token: {16 + 4} (MLA) against {2 * 8 * 8} (MHA, same heads)")
 
 # %% [markdown]
 # ### Absorbing the up-projections
@@ -649,9 +674,11 @@ print(f"numbers per token: {16 + 4} (MLA) against {8 * (8 + 4) + 8 * 8} (MHA, sa
 # against the cached latents themselves (plus $q^R \cdot k^R_s$ as before), average the cached
 # latents with the weights, and only then apply $W^{UV}_h$ to that one `d_latent` vector per head
 # and query. $W^{UK}$ has been **absorbed** into the query side and $W^{UV}$ into the output side:
-# at inference the weights never change, so serving code may even multiply them into `wq` and
-# `wo` once. The scores are the same numbers as before, so the scale stays
-# $1/\sqrt{d_h + d_r}$, not one over the square root of the latent query's width.
+# at inference the weights never change, so serving code could even multiply them into `wq` and
+# `wo` once, though for DeepSeek-V3 that makes `wo` four times larger (512 latent features per
+# head instead of 128), so engines usually keep them as separate small products. The scores are
+# the same numbers as before, so the scale stays $1/\sqrt{d_h + d_r}$, not one over the square
+# root of the latent query's width (section 5 adds a long-context temperature to it).
 #
 # Seen from the cache, this is multi-query attention: one shared "head" whose keys are
 # $[c_s \mid k^R_s]$ ($d_c + d_r$ wide) and whose values are the first $d_c$ features of those same
@@ -838,6 +865,42 @@ for name, per_token in rows.items():
 # values of its own, re-made from the latent, and DeepSeek-V2's paper reports it matching or
 # beating multi-head attention where MQA and GQA fall behind. The decoupled RoPE key is 64 of the
 # 576 numbers: positions cost MLA a ninth of its cache.
+#
+# The multi-head row is the paper's baseline: keys and values 128 wide. A naive MLA cache that
+# stored what `wkv_b` makes, keys 192 wide ($d_h + d_r$) and values 128, would hold
+# $61 \times 128 \times 320 \times 2 = 4{,}997{,}120$ bytes per token, 71 times MLA's. This
+# course quotes 57×, against the paper's baseline, everywhere.
+#
+# ### What decoding reads, and what it computes
+#
+# Decoding is limited by memory: each new token reads the whole cache and does little arithmetic
+# on it. Per cached position and layer, for one new query token: absorbed MLA reads 576 bf16
+# numbers (1,152 bytes) and, for each of its 128 heads, scores them (576 multiply-adds) and
+# averages 512 of them (512 more). GQA with 64 query heads and 8 key/value heads of 128 reads
+# 4,096 bytes and makes 8 heads use each key and value; multi-head attention makes one head use
+# each. FLOPs per byte read:
+
+# %%
+per_position = {  # (FLOPs, bytes) per cached position, layer and new token, bf16
+    "MLA absorbed, 128 heads": (128 * 2 * (576 + 512), 576 * 2),
+    "GQA, 64 q heads / 8 kv heads": (64 * 2 * (128 + 128), 2 * 8 * 128 * 2),
+    "MHA, 128 heads": (128 * 2 * (128 + 128), 2 * 128 * 128 * 2),
+}
+for name, (flops, bytes_read) in per_position.items():
+    print(f"{name:<30} {flops:>8,} FLOPs / {bytes_read:>6,} B = {flops / bytes_read:6.1f} FLOP/B")
+print(f"an H100 SXM needs about {989e12 / 3.35e12:.0f} FLOP/B to keep its tensor cores busy")
+
+# %% [markdown]
+# About 242 FLOPs per byte against 8 and 1: absorbed MLA decoding is close to compute-bound,
+# which is why FlashMLA is written as a compute kernel and why MLA's 128 heads cost decoding
+# almost nothing extra. GQA and MHA decoding wait on memory.
+#
+# The shared latent has a price in **tensor parallelism**. Splitting attention by heads across
+# GPUs (notebook 09 §5.3) divides a GQA cache too: 8 GPUs each keep one of 8 key/value heads.
+# Every MLA head reads the whole latent, so every GPU must keep the whole latent cache: like MQA's
+# single head, it is copied to every GPU, and the cache per GPU does not shrink with more GPUs. SGLang and vLLM therefore serve
+# DeepSeek models with data-parallel attention: each GPU runs attention for its own requests,
+# with all heads, and tensor parallelism is kept for the other layers.
 
 # %% [markdown]
 # ## 5 · Long-context RoPE: interpolation, NTK and YaRN
@@ -847,7 +910,7 @@ for name, per_token in rows.items():
 # **wavelength**. With base 10000 and $hs = 128$, the first pair's wavelength is about 6 tokens,
 # the last pair's about 54,000. A model trained on $L$ tokens has seen every angle of the fast
 # pairs many times, but the slow pairs never went round once: past $L$ they reach angles the
-# model has never seen, and quality collapses. Three ways to stretch a model to $s$ times its
+# model has never seen, and quality collapses. Four ways to stretch a model to $s$ times its
 # trained length $L$ (the **factor** $s$), each a `rope_type` of Hugging Face's
 # `config.rope_scaling`:
 #
@@ -859,7 +922,14 @@ for name, per_token in rows.items():
 #   the last pair slow down by exactly the scale; the pairs in between by less. The dynamic form
 #   computes the scale from the current length $L_{now} = \max(\text{seq\_len}, L)$:
 #   $\text{scale} = s \cdot L_{now}/L - (s - 1)$, which is 1 (nothing changes) up to the trained
-#   length.
+#   length. Past it the scale grows $s$ times faster than the length: at $s = 4$ and four times
+#   the trained length it is $4 \cdot 4 - 3 = 13$, so here `factor` is a slope, not the stretch
+#   (only $s = 1$ gives $\text{scale} = L_{now}/L$). A changing base also sits badly with a KV
+#   cache: keys cached while the text was short were rotated at an older base, and queries
+#   rotated at the new one no longer meet them at the angles the formula intends. Re-rotating
+#   every cached key each time the base moves costs a pass over the whole cache, so
+#   implementations either accept the mismatch (Hugging Face's cache keeps the old rotations) or
+#   fix one base for the longest length they will serve, which is static NTK again.
 # - **YaRN** (`"yarn"`, Peng et al. 2023, used by Qwen2.5 and DeepSeek-V3): decide per pair, by
 #   its wavelength. A pair that turns more than `beta_fast` = 32 times over $L$ keeps $\theta_i$;
 #   one that turns less than `beta_slow` = 1 time gets $\theta_i / s$; in between a linear
@@ -868,6 +938,25 @@ for name, per_token in rows.items():
 #   $\lfloor d(\text{beta\_fast}) \rfloor$ (0) to $\lceil d(\text{beta\_slow}) \rceil$ (1).
 #   YaRN also multiplies cos and sin by an **attention factor** $0.1 \ln s + 1$: the scores grow
 #   by its square, which sharpens a softmax that more keys would otherwise flatten.
+# - **Llama 3.1's rule** (`"llama3"`, Meta 2024; Llama 3.1 to 3.3, and 3.2 with factor 32):
+#   decide per pair too, by its wavelength $\lambda_i = 2\pi/\theta_i$ in tokens. A pair whose
+#   wavelength is shorter than $L / \text{high\_freq\_factor}$ (2048 tokens for Llama 3.1's
+#   $L = 8192$ and high factor 4) keeps $\theta_i$; one longer than
+#   $L / \text{low\_freq\_factor}$ (8192, low factor 1) gets $\theta_i / s$ ($s = 8$). In
+#   between, with $\text{smooth} = (L/\lambda_i - \text{low}) / (\text{high} - \text{low})$,
+#   the pair gets $(1 - \text{smooth})\,\theta_i / s + \text{smooth}\,\theta_i$. Since
+#   $L/\lambda_i$ is how many turns the pair makes over $L$, this is YaRN's idea with other
+#   ends (4 and 1 turns, not 32 and 1) and a blend linear in the turns rather than in the pair
+#   index; and there is no attention factor.
+#
+# **Where the temperature goes.** Scaling cos and sin by $a$ scales a score by $a^2$ only when
+# every feature is rotated, as in Qwen2.5's full rotary. With partial or decoupled RoPE the
+# same trick reaches only the rotated features: in MLA (section 4) that is 64 of each head's 192
+# query–key features. So DeepSeek-V3 puts the temperature in the softmax scale instead: its
+# config sets `mscale` and `mscale_all_dim` both to 1, Hugging Face's YaRN then returns an
+# attention factor of $\text{mscale}(s, 1) / \text{mscale}(s, 1) = 1$, and the model multiplies
+# its $1/\sqrt{d_h + d_r}$ by $(0.1 \ln 40 + 1)^2 \approx 1.874$ whenever it is set up to serve
+# more than its original 4096 tokens.
 #
 # The model's weights do not change in any of them; the rotation does (YaRN and position
 # interpolation work best after a short fine-tune at the new length).
@@ -878,11 +967,12 @@ for name, per_token in rows.items():
 # ~25 min
 #
 # Return `(inv_freq, attention_factor)` for a `rope_type` of `"default"`, `"linear"`,
-# `"dynamic"` or `"yarn"`, as Hugging Face's `_compute_*_parameters` functions do: `inv_freq`
-# holds the $hs/2$ angles per position, `attention_factor` is 1 except for YaRN.
-# `original_max_position` is $L$, the length the model was trained on. Compute with torch
-# operations on `torch.arange`, as Hugging Face does (the grader does not accept a tensor written
-# from a list of Python numbers).
+# `"dynamic"`, `"yarn"` or `"llama3"`, as Hugging Face's `_compute_*_parameters` functions do:
+# `inv_freq` holds the $hs/2$ angles per position, `attention_factor` is 1 except for YaRN.
+# `original_max_position` is $L$, the length the model was trained on. Every argument is a Python
+# number, so build the tensor as you like: with torch operations on `torch.arange`, as Hugging
+# Face does, or as a Python list made a tensor at the end, as Meta's `apply_scaling` does. The
+# grader accepts both, and reruns your function on configurations it has never shown.
 #
 # <details><summary>Hint 1: linear and dynamic</summary>
 #
@@ -897,6 +987,13 @@ for name, per_token in rows.items():
 # (add 0.001 to `high` if they are equal), then `ramp = ((torch.arange(head_dim // 2) - low) /
 # (high - low)).clamp(0, 1)` and `inv_freq * (1 - ramp) + inv_freq / factor * ramp`.
 # </details>
+#
+# <details><summary>Hint 3: Llama 3.1</summary>
+#
+# `turns = original_max_position * inv_freq / (2 * math.pi)` is $L / \lambda_i$. Clamped to
+# [0, 1], `(turns - low_freq_factor) / (high_freq_factor - low_freq_factor)` is 1 for the pairs
+# kept and 0 for the pairs divided, so one blend covers all three bands.
+# </details>
 
 
 # %% nbgrader={"grade": false, "grade_id": "rope_parameters", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -909,13 +1006,17 @@ def rope_parameters(
     seq_len: int | None = None,
     beta_fast: float = 32.0,
     beta_slow: float = 1.0,
+    low_freq_factor: float = 1.0,
+    high_freq_factor: float = 4.0,
 ) -> tuple[torch.Tensor, float]:
     """RoPE's angles per position ``inv_freq (hs/2,)`` and the attention factor for ``rope_type``.
 
     ``"default"``: ``base^(-2i/hs)``. ``"linear"``: divided by ``factor``. ``"dynamic"``: the base
     raised to ``base · (factor · L / original_max_position - (factor - 1)) ** (hs / (hs - 2))``,
     ``L = max(seq_len, original_max_position)``. ``"yarn"``: the ramp between the two by
-    wavelength, and the attention factor ``0.1 · ln(factor) + 1``.
+    wavelength, and the attention factor ``0.1 · ln(factor) + 1``. ``"llama3"``: by wavelength
+    ``λ = 2π / θ``: kept below ``original_max_position / high_freq_factor``, divided by
+    ``factor`` above ``original_max_position / low_freq_factor``, blended between.
     """
     ### BEGIN SOLUTION
     exponents = torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim  # (hs/2,): 2i/hs
@@ -943,6 +1044,11 @@ def rope_parameters(
         pairs = torch.arange(head_dim // 2, dtype=torch.float32)  # (hs/2,)
         ramp = ((pairs - low) / (high - low)).clamp(0, 1)  # 0: keep θ_i, 1: θ_i / factor
         return inv_freq * (1 - ramp) + inv_freq / factor * ramp, 0.1 * math.log(factor) + 1.0
+    if rope_type == "llama3":
+        turns = original_max_position * inv_freq / (2 * math.pi)  # (hs/2,): L / wavelength
+        smooth = (turns - low_freq_factor) / (high_freq_factor - low_freq_factor)
+        smooth = smooth.clamp(0, 1)  # (hs/2,): 1 keeps θ_i, 0 gives θ_i / factor
+        return inv_freq / factor * (1 - smooth) + inv_freq * smooth, 1.0
     raise ValueError(f"unknown rope_type {rope_type!r}")
     ### END SOLUTION
 
@@ -968,17 +1074,26 @@ check_rope_yarn(rope_parameters)
 check_rope_yarn(rope_parameters, seed=1, thorough=True)
 ### END HIDDEN TESTS
 
+# %% nbgrader={"grade": true, "grade_id": "test_rope_parameters_llama3", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""rope_type="llama3": pairs kept, divided by the factor or blended by wavelength; factor 1."""
+check_rope_llama3(rope_parameters)
+### BEGIN HIDDEN TESTS
+check_rope_llama3(rope_parameters, seed=1, thorough=True)
+### END HIDDEN TESTS
+
 # %% [markdown]
 # What each one does to the frequencies of a Llama-2-shaped head ($hs = 128$, base 10000,
-# trained on 4096 tokens, stretched 4× and read at 16,384): each curve is the scaled angle over
-# the original one, per pair. Interpolation slows every pair 4×; NTK leaves the fast pairs alone
-# and slows the slowest 4×; YaRN keeps the fast ones exactly and interpolates the slow ones
-# exactly, with a ramp in between.
+# trained on 4096 tokens, factor 4, read at 16,384 tokens): each curve is the scaled angle over
+# the original one, per pair. Interpolation slows every pair 4×. Dynamic NTK leaves the fast
+# pairs almost alone and slows the slowest by its scale, $4 \cdot 16384/4096 - 3 = 13$ times
+# (the curve ends at $1/13 \approx 0.077$), far more than the factor. YaRN keeps the fast pairs
+# exactly and divides the slow ones by 4, with a ramp over the pair index in between; Llama 3.1's
+# rule does the same with its band at wavelengths of 1024 to 4096 tokens here.
 
 # %%
 original, _ = rope_parameters("default", 128)
 fig, ax = plt.subplots(figsize=(7, 3.2))
-for rope_type in ("linear", "dynamic", "yarn"):
+for rope_type in ("linear", "dynamic", "yarn", "llama3"):
     scaled, attention = rope_parameters(
         rope_type, 128, factor=4.0, original_max_position=4096, seq_len=16384
     )
@@ -1010,9 +1125,10 @@ plt.show()
 # **Difficulty** ●●○ · **Importance** ★★☆ (BLOOM, MPT; a classic interview question) · **Time**
 # ~15 min
 #
-# Return the slopes `(nh,)` as a float32 tensor. Build them with torch operations
-# (`torch.pow` of a base over `torch.arange`, as BLOOM's `build_alibi_tensor` does): the grader
-# does not accept a tensor written from a list of Python numbers.
+# Return the slopes `(nh,)` as a float32 tensor. The only argument is a head count, so either
+# form is accepted: torch operations (`torch.pow` of a base over `torch.arange`, as BLOOM's
+# `build_alibi_tensor` does) or the ALiBi repository's `get_slopes`, a Python list of floats
+# made a tensor at the end.
 #
 # <details><summary>Hint</summary>
 #
@@ -1109,9 +1225,9 @@ print(
 # Notebook 04's formula, $2 \times \text{layers} \times n_{kv} \times hs \times \text{tokens}
 # \times \text{batch} \times \text{bytes}$, counted every token of the text. A sliding window
 # changes one factor: the cache holds $\min(\text{tokens}, W)$ positions, so past $W$ tokens
-# its size stops growing. (Mistral's reference code allocates the $W$ slots of its ring up front;
-# Hugging Face's cache grows until it reaches $W$. The formula below counts what is held, the
-# second way.)
+# its size stops growing. (Mistral's reference code allocates the $W$ slots of its ring up front,
+# as does Hugging Face's static sliding-window cache; its dynamic one grows until it reaches
+# $W$. The formula below counts what is held, the second way.)
 #
 # ### Exercise 8 · `window_cache_bytes`
 #
@@ -1147,7 +1263,7 @@ check_window_cache_bytes(window_cache_bytes, seed=1, thorough=True)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# Three 2024-2025 shapes at growing lengths, bf16, one sequence: a Llama-3-8B-shaped model
+# Three recent shapes at growing lengths, bf16, one sequence: a Llama-3.1-8B-shaped model
 # (32 layers, GQA with 8 key/value heads of 128, no window), a Mistral-7B-v0.1-shaped one (the
 # same cache shape with a 4096-token window), and DeepSeek-V3's latent cache of §4 (61 layers,
 # a 512-wide latent and a 64-wide RoPE key per token and layer).
@@ -1155,7 +1271,7 @@ check_window_cache_bytes(window_cache_bytes, seed=1, thorough=True)
 # %%
 lengths = (4096, 32768, 131072)
 shapes = {
-    "Llama 3 8B (GQA 8 × 128)": lambda n: window_cache_bytes(32, 8, 128, n),
+    "Llama 3.1 8B (GQA 8 × 128)": lambda n: window_cache_bytes(32, 8, 128, n),
     "Mistral 7B (GQA, W = 4096)": lambda n: window_cache_bytes(32, 8, 128, n, window=4096),
     "DeepSeek-V3 (MLA 512 + 64)": lambda n: mla_cache_bytes(61, 512, 64, n),
 }
@@ -1185,7 +1301,7 @@ for name, size in shapes.items():
 #   into the query and $W^{UV}$ into the output: attention reads the latent itself, like MQA with
 #   one head $d_c + d_r$ wide, scaled as before by $1/\sqrt{d_h + d_r}$.
 # - Past its window, a Mistral-shaped cache stops growing; a latent cache (MLA) grows with the
-#   text but costs about half of a Llama-3-8B-shaped GQA cache per token here, for a far larger
+#   text but costs about half of a Llama-3.1-8B-shaped GQA cache per token here, for a far larger
 #   model.
 #
 # **Next:** notebook 09 puts the whole course to an interview's questions.

@@ -1489,7 +1489,8 @@ check_number("window_cache_bytes", answer_window_cache_bytes)
 # **Reading the ring.** That rolling cache writes position `p` into slot `p % W`. Which is right?
 #
 # - (a) Rotate each key by its slot, `p % W`: the slot is the key's position inside the window.
-# - (b) Shift the whole cache left by one slot every step, so that the keys stay in order.
+# - (b) Cache the keys unrotated, and at each step rotate every cached key at the new token's
+#   position `p`, as the query is.
 # - (c) Rotate each key at its absolute position `p` before writing it to slot `p % W`, and build
 #   the mask from the positions the slots hold; overwriting the oldest slot touches nothing else.
 # - (d) Once the ring is full, allocate a larger one: a new key needs a free slot.
@@ -1531,8 +1532,8 @@ check_choice("mla_absorb", answer_mla_absorb)
 # %% [markdown]
 # **What the latent saves.** DeepSeek-V3 has 61 layers and 128 heads; per layer, its cache holds
 # a latent of 512 numbers and a decoupled RoPE key of 64, in bf16. How many bytes of cache does one
-# token take, over all layers? (With full keys and values, 128 heads of 192-wide keys and
-# 128-wide values, it would be about 5 MB.)
+# token take, over all layers? (Multi-head attention with the same 128 heads, keys and values
+# 128 wide, the baseline of DeepSeek-V2's paper, would take about 4 MB.)
 
 # %% nbgrader={"grade": false, "grade_id": "numbers_mla_bytes_per_token", "locked": false, "schema_version": 3, "solution": true, "task": false}
 answer_mla_bytes_per_token = None  # a whole number

@@ -1,5 +1,6 @@
 """Learner implementations of notebook 08's ``rope_parameters``: Hugging Face's ``rope_type``
-functions, the YaRN authors' code, plain Python, and the classic mistakes.
+functions, the YaRN authors' code, Meta's Llama 3.1 ``apply_scaling``, plain Python, and the
+classic mistakes.
 
 Shape legend: ``hs`` head size (``dim`` in Hugging Face's code), ``hs/2`` rotation pairs.
 """
@@ -55,7 +56,29 @@ def _hf_yarn(dim, base, factor, max_position_embeddings, beta_fast, beta_slow, *
     return inv_freq, attention_factor
 
 
-ROPE_INIT_FUNCTIONS = {"linear": _hf_linear, "dynamic": _hf_dynamic, "yarn": _hf_yarn}
+def _hf_llama3(dim, base, factor, max_position_embeddings, low_freq_factor, high_freq_factor, **_):
+    inv_freq = _hf_default(dim, base)
+    old_context_len = max_position_embeddings
+    low_freq_wavelen = old_context_len / low_freq_factor
+    high_freq_wavelen = old_context_len / high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth_factor = (old_context_len / wavelen - low_freq_factor) / (
+        high_freq_factor - low_freq_factor
+    )
+    smoothed_inv_freq = (
+        1 - smooth_factor
+    ) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama), 1.0
+
+
+ROPE_INIT_FUNCTIONS = {
+    "linear": _hf_linear,
+    "dynamic": _hf_dynamic,
+    "yarn": _hf_yarn,
+    "llama3": _hf_llama3,
+}
 
 
 def params_hf(
@@ -67,6 +90,8 @@ def params_hf(
     seq_len=None,
     beta_fast=32.0,
     beta_slow=1.0,
+    low_freq_factor=1.0,
+    high_freq_factor=4.0,
 ):
     """A dispatch table, as Hugging Face's ``ROPE_INIT_FUNCTIONS``."""
     if rope_type == "default":
@@ -79,7 +104,39 @@ def params_hf(
         seq_len=seq_len,
         beta_fast=beta_fast,
         beta_slow=beta_slow,
+        low_freq_factor=low_freq_factor,
+        high_freq_factor=high_freq_factor,
     )
+
+
+def params_meta(
+    rope_type,
+    head_dim,
+    base=10000.0,
+    factor=1.0,
+    original_max_position=4096,
+    seq_len=None,
+    low_freq_factor=1.0,
+    high_freq_factor=4.0,
+):
+    """Meta's ``llama/model.py`` ``apply_scaling``: a Python loop over the frequencies, one
+    branch per band, and ``torch.tensor`` of the list (``llama3`` only)."""
+    freqs = 1.0 / (base ** (torch.arange(0, head_dim, 2)[: (head_dim // 2)].float() / head_dim))
+    low_freq_wavelen = original_max_position / low_freq_factor
+    high_freq_wavelen = original_max_position / high_freq_factor
+    new_freqs = []
+    for freq in freqs:
+        wavelen = 2 * math.pi / freq
+        if wavelen < high_freq_wavelen:
+            new_freqs.append(freq)
+        elif wavelen > low_freq_wavelen:
+            new_freqs.append(freq / factor)
+        else:
+            smooth = (original_max_position / wavelen - low_freq_factor) / (
+                high_freq_factor - low_freq_factor
+            )
+            new_freqs.append((1 - smooth) * freq / factor + smooth * freq)
+    return torch.tensor(new_freqs, dtype=freqs.dtype), 1.0
 
 
 def params_yarn_repo(
@@ -91,11 +148,12 @@ def params_yarn_repo(
     seq_len=None,
     beta_fast=32.0,
     beta_slow=1.0,
+    **bands,
 ):
     """The YaRN authors' ``_yarn_find_correction_range`` / ``_yarn_linear_ramp_mask`` style:
     an extrapolation mask, and ``_yarn_get_mscale`` for the attention factor."""
     if rope_type != "yarn":
-        return params_hf(rope_type, head_dim, base, factor, original_max_position, seq_len)
+        return params_hf(rope_type, head_dim, base, factor, original_max_position, seq_len, **bands)
     dim = head_dim
 
     def correction_dim(rotations):
@@ -125,6 +183,8 @@ def params_python(
     seq_len=None,
     beta_fast=32.0,
     beta_slow=1.0,
+    low_freq_factor=1.0,
+    high_freq_factor=4.0,
 ):
     """Every number in Python floats first, one tensor at the end."""
     pairs = range(head_dim // 2)
@@ -146,6 +206,11 @@ def params_python(
         ramp = [min(max((i - low) / width, 0.0), 1.0) for i in pairs]
         theta = [t * (1 - r) + t / factor * r for t, r in zip(theta, ramp, strict=True)]
         attention = 0.1 * math.log(factor) + 1.0
+    if rope_type == "llama3":
+        turns = [original_max_position * t / (2 * math.pi) for t in theta]  # L / wavelength
+        width = high_freq_factor - low_freq_factor
+        smooth = [min(max((n - low_freq_factor) / width, 0.0), 1.0) for n in turns]
+        theta = [t / factor * (1 - m) + t * m for t, m in zip(theta, smooth, strict=True)]
     return torch.tensor(theta, dtype=torch.float64), attention
 
 
@@ -164,11 +229,14 @@ def _wrong(rope_type_wrong, make):
         seq_len=None,
         beta_fast=32.0,
         beta_slow=1.0,
+        low_freq_factor=1.0,
+        high_freq_factor=4.0,
     ):
         args = (head_dim, base, factor, original_max_position, seq_len, beta_fast, beta_slow)
+        bands = (low_freq_factor, high_freq_factor)
         if rope_type == rope_type_wrong:
-            return make(*args)
-        return params_hf(rope_type, *args)
+            return make(*args, *bands) if rope_type == "llama3" else make(*args)
+        return params_hf(rope_type, *args, *bands)
 
     return rope_parameters
 
@@ -209,7 +277,8 @@ def _yarn_with(*, flip=False, attention=lambda a: a):
 LINEAR = checks.check_rope_linear
 DYNAMIC = checks.check_rope_dynamic
 YARN = checks.check_rope_yarn
-CHECKS = [LINEAR, DYNAMIC, YARN]
+LLAMA3 = checks.check_rope_llama3
+CHECKS = [LINEAR, DYNAMIC, YARN, LLAMA3]
 MISTAKES = [
     Mistake(
         "linear: multiplied",
@@ -251,9 +320,11 @@ MISTAKES = [
         "square root",
     ),
 ]
-# params_python is correct too, but the grader refuses a tensor written from a list of Python
-# numbers (threat class 3): tests/test_checks_long_context.py shows that the check passes it.
-CORRECT = correct(CHECKS, {"hf": params_hf, "yarn_repo": params_yarn_repo})
+# params_python writes its tensor from a list of Python numbers: rope_parameters is given no
+# tensor, so the grader's replay accepts it as the function of its arguments it is.
+CORRECT = correct(
+    CHECKS, {"hf": params_hf, "yarn_repo": params_yarn_repo, "python": params_python}
+) + correct([LLAMA3], {"meta": params_meta})
 STUBS = [(check, stub) for check in CHECKS]
 REPLAY = CHECKS
 
@@ -293,4 +364,48 @@ MISTAKES += [
     Mistake("yarn: log10", _wrong("yarn", _yarn_log10), YARN, "uses log10"),
     Mistake("yarn: feature index", _wrong("yarn", _yarn_feature_ramp), YARN, "feature index"),
     Mistake("linear: θ over hs", _wrong("linear", _linear_over_hs), LINEAR, "base^(-i/hs)"),
+]
+
+
+# ------------------------------------------- issue 47: Llama 3.1's bands by wavelength
+
+
+def _llama3_with(*, invert=False, frequency=False, swap=False):
+    """Hugging Face's ``_compute_llama3_parameters`` with one slip."""
+
+    def make(dim, base, factor, original, seq_len, beta_fast, beta_slow, low, high):
+        if swap:
+            low, high = high, low
+        inv_freq = _hf_default(dim, base)
+        wavelen = inv_freq if frequency else 2 * math.pi / inv_freq
+        kept = torch.where(wavelen > original / low, inv_freq / factor, inv_freq)
+        smooth = (original / wavelen - low) / (high - low)
+        if invert:
+            smooth = 1 - smooth
+        blended = (1 - smooth) * kept / factor + smooth * kept
+        medium = ~(wavelen < original / high) * ~(wavelen > original / low)
+        return torch.where(medium, blended, kept), 1.0
+
+    return make
+
+
+MISTAKES += [
+    Mistake(
+        "llama3: smooth inverted",
+        _wrong("llama3", _llama3_with(invert=True)),
+        LLAMA3,
+        "blend the wrong way",
+    ),
+    Mistake(
+        "llama3: frequency for wavelength",
+        _wrong("llama3", _llama3_with(frequency=True)),
+        LLAMA3,
+        "the frequency θ_i is compared",
+    ),
+    Mistake(
+        "llama3: thresholds swapped",
+        _wrong("llama3", _llama3_with(swap=True)),
+        LLAMA3,
+        "thresholds are swapped",
+    ),
 ]
