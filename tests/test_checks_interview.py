@@ -214,3 +214,47 @@ def test_the_buggy_code_gets_its_symptom_not_its_fix():
                     check(functions[name], **run)
                 message = str(info.value)
                 assert not [cause for cause in CAUSES[name] if cause in message], message
+
+
+def _options(markdown: str) -> dict[str, str]:
+    """letter -> the text of option ``- (letter) …`` in ``markdown``, hints left out."""
+    text = re.sub(r"<details>.*?</details>", "", markdown, flags=re.DOTALL) + "\n"
+    found = re.findall(r"^- \(([a-f])\) (.*?)(?=^- \(|^\s*$)", text, flags=re.MULTILINE | re.DOTALL)
+    return {letter: " ".join(option.split()) for letter, option in found}
+
+
+def _longest_is_right(questions: dict[str, str]) -> list[str]:
+    """The single-answer questions (question -> its Markdown) whose right option, by the checks'
+    digests or measurements, is at least as long as every other option."""
+    tells = []
+    for question, markdown in questions.items():
+        options = _options(markdown)
+        assert set(options) == set(checks.CHOICES[question].notes), question
+        (right,) = checks._right(question, checks.CHOICES[question])
+        if len(options[right]) >= max(map(len, options.values())):
+            tells.append(question)
+    return tells
+
+
+def test_the_right_option_is_rarely_the_longest():
+    """Issue 46: the right option was the longest in 26 of 29 questions, a tell that answers
+    without reading. At most one question in three may keep it."""
+    markdown, before = {}, ""
+    for cell in jupytext.read(paths.source_text(NOTEBOOK)).cells:
+        if cell.cell_type == "markdown":
+            before = cell.source
+        for name in re.findall(r"^answer_(\w+)\s*=", cell.source, flags=re.MULTILINE):
+            markdown.setdefault(name, before)
+    single = {q: markdown[q] for q, spec in checks.CHOICES.items() if not spec.multiple}
+    tells = _longest_is_right(single)
+    assert len(single) >= 29 and 3 * len(tells) <= len(single), tells
+
+
+def test_no_spoken_follow_up_gives_its_answer_away_by_length():
+    """The mock interview's spoken follow-ups, as the candidate reads them: at most one in three
+    has its right option the longest."""
+    from autograder.interview import bank
+
+    spoken = {q for problem in bank.PROBLEMS.values() for q in problem.spoken if bank.is_choice(q)}
+    tells = _longest_is_right({q: bank.question_text(q) for q in spoken})
+    assert len(spoken) >= 10 and 3 * len(tells) <= len(spoken), tells

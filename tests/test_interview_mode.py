@@ -7,10 +7,12 @@ the scorecard, the spacing and ``progress``.
 
 from __future__ import annotations
 
+import math
 import re
 
 import nbformat
 import pytest
+import torch
 from interview_answers import ANSWERS, WRONG, window_mask
 from mistakes import attention, cross, dropout, gqa, interview, masking, rope
 
@@ -81,6 +83,89 @@ def test_a_variant_speaks_its_own_convention(one_thread):
     assert "True means the query may not attend" in grade(blocked, reads_true_as_allowed)
     halves = bank.PROBLEMS["rope"].variant("interleaved").task
     assert "neighbouring features" in grade(halves, rope.rope_hf_llama)
+
+
+def _bias_attention(use_bias: str):
+    """A bias-variant `attention` whose scores meet `bias` as ``use_bias`` says."""
+    namespace = {"torch": torch, "math": math}
+    exec(
+        "def attention(q, k, v, bias=None):\n"
+        "    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
+        f"    scores = scores if bias is None else {use_bias}\n"
+        "    weights = torch.softmax(scores, -1).nan_to_num(0.0)\n"
+        "    return weights @ v, weights\n",
+        namespace,
+    )
+    return namespace["attention"]
+
+
+def test_each_variant_hears_its_own_arguments(one_thread):
+    """Issue 46: a `bias` variant heard of `mask`, a `past_len` variant of the check's
+    `causal_mask(T, S)`."""
+    bias = bank.PROBLEMS["attention"].variant("bias").task
+    for use_bias in (
+        "scores.masked_fill(bias == 0, float('-inf'))",  # read the wrong way round
+        "scores * bias.exp()",  # multiplied, not added
+        "scores + bias.reshape(scores.shape)",  # does not broadcast
+    ):
+        diagnosis = grade(bias, _bias_attention(use_bias))
+        assert "`bias`" in diagnosis and "mask" not in diagnosis, diagnosis
+    past_len = bank.PROBLEMS["causal_mask"].variant("past_len").task
+
+    def top_left(T, past_len=0, device=None):
+        return torch.ones(T, past_len + T, dtype=torch.bool, device=device).tril()
+
+    def ignores_past_len(T, past_len=0, device=None):
+        return torch.ones(T, T, dtype=torch.bool, device=device).tril()
+
+    assert "`causal_mask(2, 4)` is aligned top-left" in grade(past_len, top_left)
+    assert "ignores past_len" in grade(past_len, ignores_past_len)
+    for wrong in (top_left, ignores_past_len):
+        assert not re.search(r"causal_mask\(2, 6\)|\bS\b", grade(past_len, wrong))
+
+
+def test_the_rope_extension_names_the_layout_each_call_asks_for(one_thread):
+    """Issue 46: an extension that ignores `interleaved` was steered to split halves even when
+    the call asked for neighbouring pairs."""
+    extension = bank.PROBLEMS["rope"].extension
+
+    def halves_only(x, positions, base=10000.0, interleaved=False):
+        return rope.rope_hf_llama(x, positions, base)
+
+    def pairs_only(x, positions, base=10000.0, interleaved=False):
+        h = x.shape[-1] // 2
+        out = rope.rope_hf_llama(torch.cat((x[..., 0::2], x[..., 1::2]), -1), positions, base)
+        return torch.stack((out[..., :h], out[..., h:]), -1).flatten(-2)  # back to pairs
+
+    said = grade(extension, halves_only)
+    assert "`interleaved=True`" in said and "neighbouring features" in said, said
+    said = grade(extension, pairs_only)
+    assert "`interleaved=False`" in said and "i + hs/2" in said, said
+    assert all("this course" not in grade(extension, f) for f in (halves_only, pairs_only))
+
+
+def test_a_spoken_answer_is_told_of_the_interviews_call(tmp_path):
+    """Issue 46: a wrong spoken answer named notebook 09's `answer_sqrt_dk`."""
+    from autograder.checks import CheckFailure
+    from autograder.interview.session import Interview
+
+    record = scorecard.new_attempt(tmp_path, "attention", "bias", ["sqrt_dk", "complexity"])
+    session = Interview(record["id"], tmp_path)
+    wrong = next(
+        letter for letter in CHOICES["sqrt_dk"].notes if letter != _right_letter("sqrt_dk")
+    )
+    for question, value in (("sqrt_dk", wrong), ("sqrt_dk", "z"), ("complexity", None)):
+        with pytest.raises(CheckFailure) as failure:
+            session.answer(question, value)
+        assert "answer_" not in str(failure.value), failure.value
+    assert 'interview.answer("complexity", "<letter>")' in str(failure.value)
+
+
+def test_a_spoken_follow_up_stands_on_its_own():
+    """Issue 46: a follow-up spoke of "section 3.3's cache", a section of notebook 09 that the
+    candidate does not have in front of them."""
+    for question in {q for problem in bank.PROBLEMS.values() for q in problem.spoken}:
+        assert not re.search(r"\bsection \d", bank.question_text(question), re.I), question
 
 
 def test_one_command_gives_a_new_problem(tmp_path, capsys):

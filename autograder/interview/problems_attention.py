@@ -66,12 +66,44 @@ def _attention_seq_first(fn):
     return sdpa
 
 
-def _attention_task(name: str, signature: str, contract: str, adapt, rewrites=()) -> Task:
+def _attention_task(
+    name: str, signature: str, contract: str, adapt, rewrites=(), replacements=()
+) -> Task:
     graders = tuple(
         course_check(check, adapt)
         for check in (nb01.check_sdpa_values, nb01.check_sdpa_mask, nb01.check_sdpa_properties)
     )
-    return Task(name, signature, contract, graders, (nb01.SDPA,), rewrites)
+    return Task(name, signature, contract, graders, (nb01.SDPA,), rewrites, replacements)
+
+
+# The checks speak of a bool `mask` (True = may attend); the bias variant is told of its `bias`.
+_BIAS_REWRITES = (
+    (
+        "Your mask is inverted",
+        "Your `attention` reads `bias` the wrong way round: 0 means the query may attend to that "
+        "key and -inf that it may not, so add `bias` to the scaled scores as it is.",
+    ),
+    (
+        "applied after the softmax",
+        "Your blocked weights are 0 but the rows no longer sum to 1: `bias` was applied after "
+        "the softmax; add it to the scaled scores before the softmax instead.",
+    ),
+    (
+        "Masked positions still get weight",
+        "Keys whose `bias` is -inf still get weight: add `bias` to the scaled scores before the "
+        "softmax (ignoring it, or multiplying the scores by something, leaves them weight).",
+    ),
+    (
+        "mask.any(-1) is False",
+        "A query row whose `bias` is -inf for every key gave NaN: softmax over a row of -inf is "
+        "0/0, so set the weights of such rows to 0.",
+    ),
+)
+_BIAS_WORDS = (
+    (r"mask=\(([^)]*)\) bool", r"bias=(\1) float"),
+    ("the mask must broadcast", "`bias` must broadcast"),
+    ("so use it as given", "so add it as given"),
+)
 
 
 _NO_BUILTIN = "Do not call `F.scaled_dot_product_attention` or any softmax of PyTorch's own."
@@ -116,6 +148,8 @@ ATTENTION = Problem(
                 "models pass it). Return `(out, weights)`: (..., T, d_v) and (..., T, S). "
                 f"{_EMPTY_ROW} {_NO_BUILTIN}",
                 _attention_bias,
+                _BIAS_REWRITES,
+                _BIAS_WORDS,
             ),
         ),
         Variant(
@@ -187,13 +221,28 @@ def mask_additive(fn, name: str = "causal_bias"):
     return mask
 
 
-def _mask_task(name: str, signature: str, contract: str, adapt, inverted: str = "") -> Task:
+def _mask_task(
+    name: str, signature: str, contract: str, adapt, inverted: str = "", replacements=()
+) -> Task:
     graders = tuple(
         course_check(check, adapt)
         for check in (masking.check_causal_mask_values, masking.check_causal_mask_no_leak)
     )
     rewrites = (("is inverted", inverted),) if inverted else ()
-    return Task(name, signature, contract, graders, (masking.CAUSAL,), rewrites)
+    return Task(name, signature, contract, graders, (masking.CAUSAL,), rewrites, replacements)
+
+
+# The checks call causal_mask(T, S); the past_len variant is told of its own call and argument.
+_PAST_LEN_WORDS = (
+    (r"`causal_mask\((\d+), (\d+)\)`", lambda m: f"`causal_mask({m[1]}, {int(m[2]) - int(m[1])})`"),
+    ("S defaults to T", "past_len defaults to 0"),
+    ("when S > T", "when past_len > 0"),
+    ("S - T", "past_len"),
+    ("T - S", "-past_len"),
+    ("it ignores S;", "it ignores past_len;"),
+    (r"\(S\)", "(past_len + T)"),
+    (r"\(S, S\)", "(past_len + T, past_len + T)"),
+)
 
 
 _CACHED = (
@@ -238,6 +287,7 @@ CAUSAL_MASK = Problem(
                 "positions. Return a (T, past_len + T) bool tensor on `device`, True = may "
                 "attend.",
                 _mask_past_len,
+                replacements=_PAST_LEN_WORDS,
             ),
         ),
         Variant(

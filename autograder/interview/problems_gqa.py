@@ -6,6 +6,8 @@ d_model, ``nh`` query heads, ``nkv`` key/value heads, ``hs`` = C // nh, ``n_rep`
 
 from __future__ import annotations
 
+import re
+
 import torch
 from torch import nn
 
@@ -50,9 +52,9 @@ def _repeat_task(name: str, signature: str, contract: str, adapt, replacements=(
 
 
 _HEADS_THIRD = (  # the check speaks of heads in dim 1; this layout has them in dim 2
-    (".repeat(1, n_rep, 1, 1)", ".repeat(1, 1, n_rep, 1)"),
-    ("n_rep, dim=1)", "n_rep, dim=2)"),
-    ("head dimension (dim=1)", "head dimension (dim=2)"),
+    (re.escape(".repeat(1, n_rep, 1, 1)"), ".repeat(1, 1, n_rep, 1)"),
+    (re.escape("n_rep, dim=1)"), "n_rep, dim=2)"),
+    (re.escape("head dimension (dim=1)"), "head dimension (dim=2)"),
 )
 
 
@@ -191,7 +193,9 @@ GQA_DECODE = Problem(
                 "before heads, FlashAttention's cache layout). Return `(out, (k, v))` with the "
                 "cache extended to (B, P + T, nkv, hs).",
                 _step_bshd,
-                replacements=(("torch.cat([past_k, k], dim=2)", "torch.cat([past_k, k], dim=1)"),),
+                replacements=(
+                    (re.escape("torch.cat([past_k, k], dim=2)"), "torch.cat([past_k, k], dim=1)"),
+                ),
             ),
         ),
         Variant(

@@ -14,7 +14,17 @@ import torch
 from autograder.checks import nb04_rope as rope
 from autograder.checks import nb06_gpu as gpu
 
-from .task import Problem, Task, Variant, course_check, layout_moved, one_tensor, shaped, tensors
+from .task import (
+    Problem,
+    Task,
+    Variant,
+    course_check,
+    layout_moved,
+    one_tensor,
+    shaped,
+    tensors,
+    worded,
+)
 
 # ------------------------------------------------------------------------------------- RoPE
 
@@ -69,6 +79,24 @@ _PAIRS = (
     "position · θ_i: this variant uses the interleaved layout, not halves (i, i + hs/2)."
 )
 
+# The extension's two calls ask for different layouts: each diagnosis names the call's own.
+_DEFAULT_HALVES = (
+    (
+        rope.HALVES,
+        "Your `apply_rope` with `interleaved=False`, the default, does not rotate split halves: "
+        "by default features i and i + hs/2 form pair i (rotate_half(x) = cat(-x2, x1)), "
+        "turned by position · θ_i.",
+    ),
+)
+_FLAG_PAIRS = (
+    (
+        rope.HALVES,
+        "Your `apply_rope` with `interleaved=True` does not rotate neighbouring features (x0, "
+        "x1), (x2, x3), … as pairs by position · θ_i: with the flag set, features (2i, 2i + 1) "
+        "form pair i, not halves (i, i + hs/2).",
+    ),
+)
+
 ROPE = Problem(
     "rope",
     "Rotary position embeddings at explicit positions",
@@ -115,12 +143,15 @@ ROPE = Problem(
         "def apply_rope(x, positions, base=10000.0, interleaved=False):",
         "Now a second checkpoint uses the other layout: support both, split halves by "
         "default and neighbouring pairs with `interleaved=True`, with `x` (..., T, hs).",
-        tuple(
-            course_check(rope.check_apply_rope_values, adapt)
-            for adapt in (
-                lambda fn: fn,
-                lambda fn: _rope_interleaved(lambda x, p, **b: fn(x, p, interleaved=True, **b)),
-            )
+        (
+            worded(course_check(rope.check_apply_rope_values, lambda fn: fn), _DEFAULT_HALVES),
+            worded(
+                course_check(
+                    rope.check_apply_rope_values,
+                    lambda fn: _rope_interleaved(lambda x, p, **b: fn(x, p, interleaved=True, **b)),
+                ),
+                _FLAG_PAIRS,
+            ),
         ),
         (rope.ROPE,),
     ),

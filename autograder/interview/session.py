@@ -35,6 +35,17 @@ def _seen(diagnoses: list[str], message: str) -> None:
         diagnoses.append(message)
 
 
+def _spoken(question: str, message: str) -> str:
+    """A check's message about notebook 09's ``answer_<question>`` variable, said of the
+    candidate's ``interview.answer(question, value)`` call instead."""
+    name, call = f"`answer_{question}`", f'`interview.answer("{question}", …)`'
+    if f"{name} is not set yet" in message:
+        how = '"<letter>"' if bank.is_choice(question) else "<a number>"
+        return f'{call} got no answer: call `interview.answer("{question}", {how})`.'
+    message = message.replace(f"{name} = ", "Your answer ").replace(f"Set {name} to", "Give")
+    return message.replace(name, call)
+
+
 class Interview:
     """One attempt at one problem, recorded in ``folder``'s scorecard."""
 
@@ -144,6 +155,8 @@ class Interview:
         try:
             check(question, value)
             right = True
+        except CheckFailure as failure:
+            raise CheckFailure(_spoken(question, str(failure))) from None
         finally:
             scorecard.update(self.folder, self.id, note)
         if not bank.is_choice(question):

@@ -11,6 +11,7 @@ course's notebook, pasted here, fails where the contracts differ.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -29,8 +30,8 @@ class Task:
     function they call; a diagnosis names the learner's ``name`` instead. ``rewrites`` are
     ``(words, sentence)`` pairs: a diagnosis holding ``words`` speaks of the course's own
     convention, which this variant changes, and ``sentence`` says it in the variant's terms;
-    ``replacements`` are ``(words, words)`` pairs changed inside any diagnosis (a dimension the
-    variant moves, say)."""
+    ``replacements`` are ``(pattern, replacement)`` pairs that :func:`re.sub` applies inside any
+    diagnosis (a dimension the variant moves, the check's arguments as the variant's, say)."""
 
     name: str
     signature: str
@@ -38,7 +39,7 @@ class Task:
     graders: tuple[Grader, ...]
     course_names: tuple[str, ...] = ()
     rewrites: tuple[tuple[str, str], ...] = ()
-    replacements: tuple[tuple[str, str], ...] = ()
+    replacements: tuple[tuple[str, str | Callable[[re.Match], str]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class Problem:
 def layout_moved(task: Task) -> Task:
     """``task`` for a variant that hands the learner the check's tensors in another layout: a
     diagnosis's input shapes are the check's, and say so."""
-    note = (" inputs (", " inputs (shapes before this variant's layout) (")
+    note = (r" inputs \(", " inputs (shapes before this variant's layout) (")
     return replace(task, replacements=(*task.replacements, note))
 
 
@@ -85,6 +86,24 @@ def course_check(check: Callable[..., None], adapt: Callable[[Any], Any], *extra
     return grade
 
 
+def worded(grader: Grader, rewrites: tuple[tuple[str, str], ...]) -> Grader:
+    """``grader`` whose diagnoses holding a rewrite's words are said as its sentence: for a task
+    whose graders call the answer under different contracts (a flag off, then on), where one
+    sentence for the whole task would speak of the wrong one."""
+
+    def grade(answer) -> None:
+        __tracebackhide__ = True
+        try:
+            grader(answer)
+        except CheckFailure as failure:
+            sentence = next((new for old, new in rewrites if old in str(failure)), None)
+            if sentence is None:
+                raise
+            raise CheckFailure(sentence) from None
+
+    return grade
+
+
 def grade(task: Task, answer) -> str | None:
     """The first diagnosis of ``task``'s graders on ``answer``, or None when every one passes.
     The check's names for the function become the learner's own."""
@@ -94,8 +113,8 @@ def grade(task: Task, answer) -> str | None:
         except CheckFailure as failure:
             message = str(failure)
             message = next((new for old, new in task.rewrites if old in message), message)
-            for old, new in task.replacements:
-                message = message.replace(old, new)
+            for pattern, new in task.replacements:
+                message = re.sub(pattern, new, message)
             for course_name in task.course_names:
                 message = message.replace(f"`{course_name}`", f"`{task.name}`")
             return message

@@ -108,9 +108,10 @@ check_number("gpt3_head_size", answer_gpt3_head_size)
 # %% [markdown]
 # **Question.** How do model designers usually choose the number of heads?
 #
-# - (a) They use 8, the number of heads of the original Transformer, at every size.
-# - (b) They pick it so that the head size `d_model / nh` lands near 64 or 128, so the head count
-#   grows with the width.
+# - (a) They use 8, the original Transformer's number, at every size; larger models add layers and
+#   width, not heads.
+# - (b) So that the head size `d_model / nh` lands near 64 or 128: the head count grows with the
+#   width.
 # - (c) As many as possible: one head per feature, `nh = d_model`.
 # - (d) They set it equal to the number of layers.
 #
@@ -293,19 +294,21 @@ check_number("matmuls_packed", answer_matmuls_packed)
 # Each option below is something people really say. The wrong ones are common misconceptions,
 # so when a check rejects your answer, its message explains what is wrong with the claim you
 # picked. Two questions (2.2 and 2.6) are graded by measuring PyTorch's own modules rather than
-# by a stored answer.
+# by a stored answer. Section 4 then asks for your own written answer to 2.1's question.
 #
 # ### 2.1 · The interview question, multiple-choice version
 #
 # *"Why use multiple attention heads instead of one larger attention computation?"* Which answer
-# would you give? (You will write your own in section 4.)
+# would you give?
 #
-# - (a) Several heads have more parameters than one head, so the layer has more capacity.
-# - (b) Several small heads run faster than one large head, because each of them is smaller.
-# - (c) Each head has its own projections and its own softmax, so every token can gather several
-#   differently weighted mixtures of the other tokens at once, each in its own subspace, where a
-#   single head gives one weighted average; parameters and FLOPs stay the same.
-# - (d) A single attention head can only attend to one token at a time.
+# - (a) Several heads have more parameters than one head of the same width: each head brings its own
+#   q, k and v matrices, so every head added gives the layer more capacity.
+# - (b) Several small heads run faster than one large head: each computes a smaller score table, and
+#   the GPU runs the heads side by side.
+# - (c) Each head weights the tokens with its own softmax, in its own subspace, so a token gathers
+#   several different mixtures at once, at the same parameters and FLOPs.
+# - (d) A single head can only attend to one token at a time: its softmax concentrates the weight on
+#   the best-matching key.
 
 # %% nbgrader={"grade": false, "grade_id": "choice_why_heads", "locked": false, "schema_version": 3, "solution": true, "task": false}
 answer_why_heads = None  # one letter
@@ -353,11 +356,10 @@ check_choice("wide_head_params", answer_wide_head_params)
 #   head count is chosen to match the number of relation types.
 # - (b) They are meaningless: all the heads of a layer learn the same pattern, because they all
 #   see the same input.
-# - (c) They can be read straight off the attention map: the token a head looks at most is its
-#   job.
-# - (d) They illustrate the kind of specialisation that can emerge, but real heads carry no
-#   labels: what a head does is learned, often mixed or input-dependent, and has to be
-#   measured (for example by removing the head), not read from one picture.
+# - (c) They can be read straight off the attention map: the token a head looks at most is its job,
+#   which is why attention heatmaps are the standard way to explain a model.
+# - (d) They show what can emerge, but real heads carry no labels: a head's role is learned, often
+#   mixed, and has to be measured (e.g. by ablation), not read off one map.
 
 # %% nbgrader={"grade": false, "grade_id": "choice_heads_jobs", "locked": false, "schema_version": 3, "solution": true, "task": false}
 answer_heads_jobs = None  # one letter
@@ -375,12 +377,13 @@ check_choice("heads_jobs", answer_heads_jobs)
 # A teammate wants to go from 16 to 64 heads **at the same `d_model`**: "more heads, more kinds
 # of relationships, a better model". Your best reply:
 #
-# - (a) It is a trade-off: each head shrinks to a quarter of its size, so every query–key
-#   comparison happens in fewer dimensions. The head count is tuned together with width and
-#   depth, and trained models often have redundant heads already.
+# - (a) A trade-off: each head shrinks to a quarter of its size, so query–key comparisons get fewer
+#   dimensions; the count is tuned with width and depth.
 # - (b) Agreed: more heads is always better; only the compute budget limits it.
-# - (c) Agreed, and the attention parameters grow four times, which adds capacity.
-# - (d) No: 64 heads run one after another, so the layer becomes four times slower.
+# - (c) Agreed, and the attention parameters grow four times, since each of the 64 heads has its own
+#   query, key and value matrices, so the layer gains real capacity.
+# - (d) No: the 64 heads run one after another, each with its own score table, so the layer becomes
+#   four times slower at the same width.
 
 # %% nbgrader={"grade": false, "grade_id": "choice_more_heads", "locked": false, "schema_version": 3, "solution": true, "task": false}
 answer_more_heads = None  # one letter
@@ -398,10 +401,11 @@ check_choice("more_heads", answer_more_heads)
 # Michel et al. (2019, *Are Sixteen Heads Really Better than One?*) removed a large share of the
 # heads of trained models at test time and lost little accuracy. What is the right conclusion?
 #
-# - (a) Multi-head attention is unnecessary: models should be trained with a single head.
+# - (a) Multi-head attention is unnecessary: models should be trained with a single head, since most
+#   heads can be removed with little loss.
 # - (b) The removed heads had learned nothing during training.
-# - (c) After training, heads differ widely in importance and many are redundant at inference,
-#   so pruning them can save compute; it says little about training with fewer heads.
+# - (c) After training many heads are redundant, so pruning can save inference compute; it says
+#   little about training with fewer heads.
 # - (d) Removing heads at random is a safe way to speed up any model.
 
 # %% nbgrader={"grade": false, "grade_id": "choice_pruning", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -443,11 +447,13 @@ check_choice("heads_cost", answer_heads_cost)
 # The practice question, multiple-choice version: what is the main reason computing all heads
 # at once is more efficient than a loop over heads?
 #
-# - (a) It performs fewer FLOPs.
-# - (b) All heads share one softmax, which is computed only once.
+# - (a) It performs fewer FLOPs: the packed q, k, v projection and the batched products share work
+#   across the heads, work that a loop over heads repeats once for every head.
+# - (b) All heads share one softmax over the concatenated scores, computed once instead of once per
+#   head; that softmax is where most of the time goes.
 # - (c) It needs fewer parameters, so less data is loaded.
-# - (d) The heads are independent until the concatenation, so the same arithmetic fits in a few
-#   large batched products: less fixed cost per operation and better use of parallel hardware.
+# - (d) The heads are independent, so the same arithmetic runs as a few large batched products: less
+#   fixed cost per operation and far better use of parallel hardware.
 
 # %% nbgrader={"grade": false, "grade_id": "choice_parallel_why", "locked": false, "schema_version": 3, "solution": true, "task": false}
 answer_parallel_why = None  # one letter
@@ -465,10 +471,12 @@ check_choice("parallel_why", answer_parallel_why)
 # Llama 2 70B uses grouped-query attention with 64 query heads and 8 key/value heads. Compared
 # with multi-head attention of the same width, what is reduced?
 #
-# - (a) The number of query heads: 64 become 8.
-# - (b) The number of key/value heads: each group of 8 query heads shares one key/value head,
-#   so `k_proj`, `v_proj` and the KV cache shrink 8 times.
-# - (c) The head size: every head becomes 8 times narrower.
+# - (a) The number of query heads: 64 become 8, one for each key/value head, so the score tables,
+#   the queries and the KV cache all shrink 8 times.
+# - (b) The number of key/value heads: each group of 8 query heads shares one, so `k_proj`, `v_proj`
+#   and the KV cache shrink 8 times.
+# - (c) The head size: every head becomes 8 times narrower, so each cached key and value is 8 times
+#   smaller.
 # - (d) The number of past tokens kept in the cache.
 
 # %% nbgrader={"grade": false, "grade_id": "choice_gqa", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -488,10 +496,10 @@ check_choice("gqa", answer_gqa)
 #
 # - (a) To make the computation faster, by keeping the numbers small.
 # - (b) So that each row of attention weights sums to 1.
-# - (c) To normalise the values `v` before they are mixed.
-# - (d) Because the dot product of two random vectors with unit-variance components has variance
-#   d_k: unscaled, a large d_k pushes the softmax towards one-hot, where its gradients nearly
-#   vanish; the division brings the variance back to about 1.
+# - (c) To normalise the output rather than the scores: dividing by √d_k keeps the variance of every
+#   output vector near 1, so the next layer's inputs do not grow with the head size.
+# - (d) q·k of two vectors with unit-variance components has variance d_k; unscaled, a large d_k
+#   pushes the softmax towards one-hot, where its gradients nearly vanish.
 
 # %% nbgrader={"grade": false, "grade_id": "choice_sqrt_dk", "locked": false, "schema_version": 3, "solution": true, "task": false}
 answer_sqrt_dk = None  # one letter
@@ -509,11 +517,12 @@ check_choice("sqrt_dk", answer_sqrt_dk)
 # A colleague takes the softmax over **all** keys, then multiplies the weights by the causal mask
 # so that future keys get weight 0. Is that acceptable?
 #
-# - (a) Yes: future keys end up with zero weight, which is all a mask has to achieve.
-# - (b) No: the future keys still took part in the normalisation, so each row sums to less than
-#   1 and the output shrinks by a different factor for every query. Fill the masked scores with
-#   `-inf` before the softmax.
-# - (c) Yes, provided the mask is also applied to the values.
+# - (a) Yes: the future keys end up with exactly zero weight, so nothing from the future leaks into
+#   the output, and stopping that leak is all a causal mask has to achieve.
+# - (b) No: the future keys still took part in the normalisation, so rows sum to less than 1, each
+#   by its own amount. Fill masked scores with `-inf` before the softmax.
+# - (c) Yes, provided the same mask is also applied to the values, so that the future tokens add
+#   nothing to the weighted sum either.
 # - (d) No, because with a mask the softmax has to be taken over the query axis.
 
 # %% nbgrader={"grade": false, "grade_id": "choice_mask_after_softmax", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -1145,10 +1154,10 @@ check_number("crossover_seq_len", answer_crossover_seq_len)
 #
 # **(i) Why is the result exact, not an approximation?**
 #
-# - (a) Each block of keys updates a running row maximum and a running sum; when the maximum
-#   grows, the partial output and sum so far are multiplied by exp(old max − new max), so the
-#   final result is the ordinary softmax computed in another order.
-# - (b) It keeps only the largest scores of every row and drops the rest, which changes little.
+# - (a) Running row maxima and sums are updated block by block, and the partial output is rescaled
+#   by exp(old max − new max) when the maximum grows: the same softmax, reordered.
+# - (b) It keeps only the largest scores of every row and drops the rest: the softmax gives small
+#   scores almost no weight, so the output agrees with standard attention to within fp16 rounding.
 # - (c) It computes in fp32 throughout, which removes the rounding error of the softmax.
 # - (d) It is exact only when the block size divides the sequence length.
 
@@ -1166,14 +1175,12 @@ check_choice("flash_exact", answer_flash_exact)
 # **(ii) Why is it faster, if it does the same FLOPs?** ("IO-aware")
 #
 # - (a) It does fewer FLOPs, because blocks of zeros are skipped.
-# - (b) The arithmetic of attention is what limits it, and the kernel uses faster instructions.
+# - (b) Attention is compute-bound, and FlashAttention's fused kernel runs the scores, the softmax
+#   and the weighted sum on the tensor cores' faster matrix instructions, which separate PyTorch
+#   kernels cannot use.
 # - (c) It moves q, k and v into HBM, which is faster than SRAM.
-# - (d) Standard attention writes the `T × T` scores and weights to the GPU's large, slow HBM and
-#   reads them back; FlashAttention keeps tiles of q, k, v in the small, fast on-chip SRAM and
-#   writes only the output. The `T × T` round trip and the `T × T` memory disappear; the traffic
-#   that remains, re-reading k and v for each tile of queries, is Θ(T²·hs²/M) per head for an
-#   SRAM of M numbers (Dao et al., 2022, Theorem 2): still quadratic in T, with a constant many
-#   times smaller.
+# - (d) The `T × T` scores and weights never go to the GPU's slow HBM: tiles of q, k, v stay in
+#   on-chip SRAM, and the traffic left is Θ(T²·hs²/M) per head for an SRAM of M numbers.
 
 # %% nbgrader={"grade": false, "grade_id": "choice_flash_io", "locked": false, "schema_version": 3, "solution": true, "task": false}
 answer_flash_io = None  # one letter
@@ -1195,12 +1202,12 @@ check_choice("flash_io", answer_flash_io)
 # the forward pass for this.
 #
 # - (a) It does not need them: the gradients of attention depend only on q, k and v.
-# - (b) The forward pass saves one statistic per query row, its log-sum-exp (FlashAttention-2;
-#   the first version kept the row maximum m and the sum ℓ, which amount to the same); the
-#   backward remakes the weights block by block from q, k and that statistic, paying some extra
-#   FLOPs to never store a `T × S` table.
-# - (c) Storing the weights would be fine, but recomputing them is faster on every GPU.
-# - (d) Because fp16 rounding makes stored weights too inaccurate for gradients.
+# - (b) The forward saves one log-sum-exp per query row; the backward remakes the weights block by
+#   block from q, k and it, paying extra FLOPs to never store `T × S`.
+# - (c) Storing the `T × S` weights would cost no extra memory, since the forward pass already holds
+#   them; recomputing is chosen only because it is faster on every GPU.
+# - (d) Because fp16 rounding makes stored weights too inaccurate for gradients, while weights
+#   recomputed in fp32 from q and k are exact.
 
 # %% nbgrader={"grade": false, "grade_id": "choice_flash_backward", "locked": false, "schema_version": 3, "solution": true, "task": false}
 answer_flash_backward = None  # one letter
@@ -1217,12 +1224,12 @@ check_choice("flash_backward", answer_flash_backward)
 #
 # Which comparison would you defend?
 #
-# - (a) MQA is the most accurate of the three, because one shared key/value head sees every
-#   query head's gradient.
-# - (b) They differ in FLOPs: MQA computes attention for one head, GQA for nkv heads.
-# - (c) MHA: best quality, largest KV cache. MQA: smallest cache and fastest decoding, with a
-#   quality loss and touchier training. GQA: close to MHA's quality with a cache nh/nkv times
-#   smaller, which is why Llama 2 70B uses it.
+# - (a) MQA is the most accurate of the three, because its one shared key/value head is trained by
+#   the gradients of every query head, so it sees the most training signal.
+# - (b) They differ in FLOPs: MQA computes attention for one head, GQA for nkv heads and MHA for all
+#   nh, which is where MQA's faster decoding comes from.
+# - (c) MHA: best quality, largest KV cache. MQA: smallest cache, fastest decoding, some quality
+#   loss. GQA: near MHA's quality with a cache nh/nkv times smaller.
 # - (d) Fewer key/value heads make decoding slower, because each one is shared by more queries.
 
 # %% nbgrader={"grade": false, "grade_id": "choice_gqa_tradeoff", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -1240,11 +1247,13 @@ check_choice("gqa_tradeoff", answer_gqa_tradeoff)
 # ranks, each rank computes 8 query heads. A model with **8 key/value heads** is served on
 # **16 ranks**. What happens to the key/value heads?
 #
-# - (a) There are fewer key/value heads than ranks, so each one is replicated, here on 2 ranks,
-#   next to the query heads that read it; the per-rank KV cache stops shrinking at one head.
-# - (b) Each key/value head is split in half along its `hs` features, one half per rank.
+# - (a) Each key/value head is replicated, here on 2 ranks, next to the query heads that read it;
+#   the per-rank KV cache stops shrinking at one head.
+# - (b) Each key/value head is split in half along its `hs` features, one half per rank, so the KV
+#   cache per rank keeps shrinking as ranks are added.
 # - (c) The ranks split the cached positions instead: each keeps half of the past tokens.
-# - (d) It cannot be served: the number of ranks must divide the number of key/value heads.
+# - (d) It cannot be served: the number of ranks must divide the number of key/value heads, so 16
+#   ranks need at least 16 key/value heads.
 
 # %% nbgrader={"grade": false, "grade_id": "choice_tp_kv_heads", "locked": false, "schema_version": 3, "solution": true, "task": false}
 answer_tp_kv_heads = None  # one letter
@@ -1299,11 +1308,11 @@ check_number("decode_intensity", answer_decode_intensity)
 # it): each query reads only the `W` most recent keys. What does that buy, and what does it cost?
 #
 # - (a) Attention becomes free: no keys are read beyond the window.
-# - (b) Work O(T·W) instead of O(T²), a KV cache capped at `W` positions; a token further back
-#   than `W` still reaches a query through the layers below, up to about `L·W` tokens for `L`
-#   layers.
+# - (b) Work O(T·W) instead of O(T²) and a KV cache capped at `W`; older tokens still reach a query
+#   through the layers below, up to about `L·W` back.
 # - (c) The tokens outside the window are compressed into one summary key.
-# - (d) The model can never use information from more than `W` tokens back, whatever its depth.
+# - (d) The model can never use information from more than `W` tokens back, whatever its depth:
+#   every layer sees the same `W` keys, so stacking layers cannot widen the window.
 
 # %% nbgrader={"grade": false, "grade_id": "choice_sliding_window", "locked": false, "schema_version": 3, "solution": true, "task": false}
 answer_sliding_window = None  # one letter
@@ -1320,13 +1329,13 @@ check_choice("sliding_window", answer_sliding_window)
 # training length and keeps only a window of recent keys in its cache. Quality collapses as
 # soon as the very first tokens leave the cache. Why, and what is the fix?
 #
-# - (a) The first tokens hold the system prompt, whose meaning the model needs; any text would
-#   do as long as it is the system prompt.
-# - (b) The evicted tokens must be recomputed at every step.
+# - (a) The first tokens hold the system prompt, whose instructions the model needs at every step;
+#   any text would do as long as it is the system prompt, so keep that prompt in the cache.
+# - (b) The evicted tokens' keys and values must be recomputed from the text at every step, which a
+#   streaming cache cannot afford; the fix is a larger window.
 # - (c) Nothing can be done; a window of recent tokens is already the best possible cache.
-# - (d) The softmax has to put its weight somewhere, and trained models dump much of it on the
-#   first few tokens whatever they say; keep those few "sink" tokens in the cache next to the
-#   recent window and the attention stays stable on very long streams.
+# - (d) Trained models park much of the softmax's weight on the first few tokens, whatever they say;
+#   keep those few "sink" tokens in the cache next to the recent window.
 #
 # (Notebook 07 found first-token heads in a model trained here.)
 
@@ -1343,19 +1352,21 @@ check_choice("attention_sinks", answer_attention_sinks)
 # %% [markdown]
 # ### 5.6 · RoPE and the cache
 #
-# Section 3.3's cache stores keys **after** rotation. Why is that right?
+# A rotary layer that decodes with a KV cache stores its keys **after** rotation. Why is that
+# right?
 #
-# - (a) It is a shortcut; the correct method re-rotates every cached key at each step.
-# - (b) Because the values must be rotated too, and storing both rotated saves work.
-# - (c) Each key is rotated once, at its position in the text, when it is made. The score of a
-#   query at position m with a key at position n depends only on n − m, since two rotations
-#   combine into one rotation by the difference; so as long as positions are positions in the
-#   text, a cached key never needs touching again.
+# - (a) It is a shortcut; the correct method re-rotates every cached key at each step, since the
+#   query's position has moved on.
+# - (b) Because the values are rotated along with the keys, and caching both already rotated saves
+#   redoing both rotations at every decoding step.
+# - (c) Each key is rotated once, at its position in the text; the score of query m and key n
+#   depends only on n − m, as two rotations compose, so a cached key never changes.
+# - (d) Because RoPE acts on the scores, adding a position term to each query–key score, and a
+#   cached key enters every later score unchanged, so rotating it early is equivalent.
 #
 # (Caches that renumber positions, as StreamingLLM does inside its window of sinks and recent
 # tokens, are the exception: they store keys unrotated, or re-rotate them when they evict; see
 # notebook 04 §8.)
-# - (d) Because RoPE is applied to the scores, and cached keys are part of the scores.
 
 # %% nbgrader={"grade": false, "grade_id": "choice_rope_cache", "locked": false, "schema_version": 3, "solution": true, "task": false}
 answer_rope_cache = None  # one letter
@@ -1372,12 +1383,12 @@ check_choice("rope_cache", answer_rope_cache)
 #
 # **Pre-LN or post-LN?** (Notebook 02 §11 built a pre-LN block.)
 #
-# - (a) Pre-LN normalises each sub-layer's input, `x + attn(ln(x))`, and keeps the residual path
-#   a clean sum, so gradients reach the first layers intact and deep stacks train without a long
-#   learning-rate warm-up. Post-LN, `ln(x + attn(x))`, is the original Transformer's and needs
-#   that warm-up.
-# - (b) Post-LN has fewer parameters, which is why modern models use it.
-# - (c) Pre-LN is the original Transformer's design; GPT-2 moved to post-LN.
+# - (a) Pre-LN, `x + attn(ln(x))`, keeps the residual path a clean sum, so deep stacks train without
+#   a long warm-up; post-LN, `ln(x + attn(x))`, needs one.
+# - (b) Post-LN, because it has fewer parameters: pre-LN needs an extra layer norm in front of every
+#   sub-layer, which is why modern models moved back to post-LN.
+# - (c) Pre-LN is the original Transformer's design (Vaswani et al., 2017); GPT-2 moved to post-LN
+#   to train deeper stacks.
 # - (d) Pre-LN normalises the residual stream after every addition.
 
 # %% nbgrader={"grade": false, "grade_id": "choice_pre_ln", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -1394,13 +1405,11 @@ check_choice("pre_ln", answer_pre_ln)
 # **Where does dropout go** in a transformer block?
 #
 # - (a) On the residual stream itself, after each addition.
-# - (b) On the scores, before the softmax.
-# - (c) Everywhere, including at inference, so that the model stays robust.
-# - (d) On the attention weights after the softmax, and on each residual branch's output before
-#   it is added back; scaled by 1/(1 − p) while training and off at inference. `model.eval()`
-#   switches off `nn.Dropout` modules, not a `dropout_p` you pass to
-#   `F.scaled_dot_product_attention` yourself: that takes `dropout_p=self.p if self.training
-#   else 0.0`.
+# - (b) On the scores, before the softmax, so that dropped keys get no weight at all.
+# - (c) Everywhere, including at inference: keeping dropout on while generating makes the model's
+#   outputs more robust and varied, as Monte Carlo dropout does.
+# - (d) On the attention weights after the softmax and on each residual branch before it is added
+#   back; scaled by 1/(1 − p) while training, off at inference.
 
 # %% nbgrader={"grade": false, "grade_id": "choice_dropout_where", "locked": false, "schema_version": 3, "solution": true, "task": false}
 answer_dropout_where = None  # one letter
