@@ -122,6 +122,18 @@ def rope_matrices(x, positions, base=10000.0):
     return torch.einsum("tab,...tb->...ta", rot, x.to(rot.dtype)).to(x.dtype)  # (..., T, hs)
 
 
+def rope_exponents_list(x, positions, base=10000.0):
+    """The frequencies' exponents 0, 2, 4 ... from a Python list of ints (they depend on hs
+    only), angles in float32."""
+    hs = x.shape[-1]
+    exponents = torch.tensor([i for i in range(0, hs, 2)])  # (hs/2,)
+    theta = 1.0 / base ** (exponents.float() / hs)  # (hs/2,)
+    angle = positions.float()[:, None] * theta  # (T, hs/2)
+    cos, sin = angle.cos(), angle.sin()
+    x1, x2 = x[..., : hs // 2].float(), x[..., hs // 2 :].float()  # (..., T, hs/2) each
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+
+
 CORRECT_ROPE = {
     "rotate_half": rope_rotate_half,
     "hf_llama": rope_hf_llama,
@@ -131,6 +143,7 @@ CORRECT_ROPE = {
     "complex_parts": rope_complex_parts,
     "table": rope_table,
     "matrices": rope_matrices,
+    "exponents_list": rope_exponents_list,
 }
 
 
