@@ -81,7 +81,7 @@ def write_submissions(subs: Path, canary_folder: Path) -> None:
             _write(subs, learner, nb_id, nb)
     machine.write_canary(canary_folder)
     attacks = [*trust.ATTACKS, *threads.ATTACKS, *loopholes.attacks(), trust.ERROR_FLOOD_ATTACK]
-    for attack in [*attacks, *integers.attacks(), *machine.attacks(canary_folder)]:
+    for attack in [*attacks, *integers.submissions(), *machine.attacks(canary_folder)]:
         _write(subs, attack.learner, attack.notebook, trust.build(attack, *pairs[attack.notebook]))
     _write_folder_attacks(subs)
 

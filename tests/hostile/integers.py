@@ -12,9 +12,15 @@ Issue 42, items 3 and 4, written as a learner who controls only the notebook:
   value exceeds 1e6, a size no check draws. ``.tolist()`` runs no ATen operator, so the record
   shows none of it.
 
-``tests/test_hostile_integers.py`` verifies each target in-process (fast), with the instructor's
-test cells, hidden checks included; the class run (:mod:`hostile.class_run`) grades
-:func:`attacks` as real submissions.
+Beside them, honest learners (:data:`HONEST`, issue 42 item 7): correct code that the grader
+once refused, written as real code writes it: index and position tensors made from Python ints
+that depend on the sizes only (``repeat_kv``'s index, RoPE's exponents, a ring buffer's slots,
+StreamingLLM's keep-list) and tiled attention padding K and V with ``F.pad``. Each keeps every
+automatic cell, full marks and ``verified``.
+
+``tests/test_hostile_integers.py`` verifies each attack's targets in-process (fast), with the
+instructor's test cells, hidden checks included; the class run (:mod:`hostile.class_run`) grades
+:func:`submissions` (attacks and honest learners) as real submissions.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import functools
 
 from autograder.checks import nb03_masking, nb08_window
 
-from .trust import NB01, NB03, NB08, Attack, Edit
+from .trust import NB01, NB03, NB04, NB06, NB08, Attack, Edit
 
 # (seed, thorough) of the instructor's test cells for these checks, visible and hidden
 PUBLIC_RUNS = ({"seed": 0}, {"seed": 1, "thorough": True})
@@ -104,7 +110,7 @@ def attacks() -> tuple[Attack, ...]:
             ("test_sliding_window_mask_values",),
             "sliding_window_mask answered from a table of the masks the public checks ask for",
             "solution",
-            (Edit("answer", "sliding_window_mask", "import torch\n\n" + window_table()),),
+            (Edit("after", "sliding_window_mask", "import torch\n\n" + window_table()),),
         ),
         Attack(
             "i3_nb03_causal_ints",
@@ -113,7 +119,7 @@ def attacks() -> tuple[Attack, ...]:
             ("test_causal_mask_values", "test_causal_mask_no_leak"),
             "causal_mask spelled as integer lists for the public sizes, all True elsewhere",
             "solution",
-            (Edit("answer", "causal_mask", "import torch\n\n" + causal_table()),),
+            (Edit("after", "causal_mask", "import torch\n\n" + causal_table()),),
         ),
         Attack(
             "i4_nb01_tolist_branch",
@@ -122,6 +128,105 @@ def attacks() -> tuple[Attack, ...]:
             ("test_softmax_matches_torch", "test_softmax_stable", "test_softmax_no_builtin"),
             "a softmax that branches on x.tolist() and is wrong above 1e6",
             "solution",
-            (Edit("answer", "softmax", SOFTMAX_READS_TOLIST),),
+            (Edit("after", "softmax", SOFTMAX_READS_TOLIST),),
         ),
     )
+
+
+REPEAT_KV_INDEX_LIST = """def repeat_kv(x, n_rep):
+    heads = torch.tensor([h // n_rep for h in range(x.shape[1] * n_rep)])  # (nh,)
+    return x[:, heads]  # (B, nkv, S, hs) -> (B, nh, S, hs)
+"""
+
+ROPE_EXPONENTS_LIST = """def apply_rope(x, positions, base=10000.0):
+    hs = x.shape[-1]
+    exponents = torch.tensor([i for i in range(0, hs, 2)])  # (hs/2,)
+    theta = 1.0 / base ** (exponents.float() / hs)  # (hs/2,)
+    angle = positions.float()[:, None] * theta  # (T, hs/2)
+    cos, sin = angle.cos(), angle.sin()
+    x1, x2 = x[..., : hs // 2].float(), x[..., hs // 2 :].float()  # (..., T, hs/2) each
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+"""
+
+TILED_PADDED = """import math
+
+import torch.nn.functional as F
+
+
+def tiled_attention(q, k, v, block_size=64, causal=False):
+    B, nh, T, hs = q.shape
+    S = k.shape[-2]
+    extra = -S % block_size
+    k, v = F.pad(k, (0, 0, 0, extra)), F.pad(v, (0, 0, 0, extra))  # (B, nh, S + extra, hs)
+    m = q.new_full((B, nh, T, 1), float("-inf"))
+    l_i = q.new_zeros((B, nh, T, 1))
+    acc = q.new_zeros((B, nh, T, v.shape[-1]))
+    last_key = torch.arange(T)[:, None] + S - T if causal else torch.full((T, 1), S - 1)
+    for start in range(0, S + extra, block_size):
+        kb, vb = k[..., start : start + block_size, :], v[..., start : start + block_size, :]
+        s = q @ kb.transpose(-2, -1) / math.sqrt(hs)  # (B, nh, T, b)
+        cols = torch.arange(start, start + block_size)  # (b,)
+        s = s.masked_fill(cols[None, :] > last_key, float("-inf"))
+        m_new = torch.maximum(m, s.amax(-1, keepdim=True))  # (B, nh, T, 1)
+        m_ref = torch.where(torch.isinf(m_new), 0.0, m_new)
+        alpha = torch.exp(m - m_ref)
+        p = torch.exp(s - m_ref)  # (B, nh, T, b)
+        l_i = l_i * alpha + p.sum(-1, keepdim=True)
+        acc = acc * alpha + p @ vb  # (B, nh, T, hs)
+        m = m_new
+    return torch.where(l_i > 0, acc / l_i, 0.0)
+"""
+
+RING_SLOTS_LIST = """def rolling_cache_update(buffer, new, start):
+    W, T = buffer.shape[2], new.shape[2]
+    past = [p % W for p in range(start - min(start, W - 1), start)]
+    recent = torch.cat([buffer[:, :, torch.tensor(past, dtype=torch.long)], new], dim=2)
+    written = buffer.clone()
+    written[:, :, torch.tensor([p % W for p in range(start, start + T)])] = new
+    return written, recent  # (B, nkv, W, hs), (B, nkv, past + T, hs)
+"""
+
+SINK_KEEP_LIST = """def sink_attention(q, k, v, past_k, past_v, n_sink, window):
+    keys, values = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
+    n = keys.shape[2]
+    if n > n_sink + window:
+        keep = torch.tensor(list(range(n_sink)) + list(range(n - window, n)))  # (n_sink + W,)
+        keys, values = keys[:, :, keep], values[:, :, keep]
+    positions = torch.arange(keys.shape[2])
+    out = F.scaled_dot_product_attention(
+        apply_rope(q, positions[-1:]), apply_rope(keys, positions), values, enable_gqa=True
+    )
+    return out, (keys, values)
+"""
+
+
+def _honest(learner: str, notebook: str, what: str, answers: dict[str, str]) -> Attack:
+    edits = tuple(Edit("after", grade_id, source) for grade_id, source in answers.items())
+    return Attack(learner, notebook, 0, (), what, "solution", edits)
+
+
+HONEST = (
+    _honest(
+        "honest_nb04_int_lists",
+        NB04,
+        "repeat_kv's index and RoPE's exponents as Python lists of ints made tensors",
+        {"repeat_kv": REPEAT_KV_INDEX_LIST, "apply_rope": ROPE_EXPONENTS_LIST},
+    ),
+    _honest(
+        "honest_nb06_f_pad",
+        NB06,
+        "tiled attention with K and V padded to whole blocks by F.pad",
+        {"tiled_attention": TILED_PADDED},
+    ),
+    _honest(
+        "honest_nb08_int_lists",
+        NB08,
+        "the ring buffer's slots and StreamingLLM's keep-list as Python lists made tensors",
+        {"rolling_cache_update": RING_SLOTS_LIST, "sink_attention": SINK_KEEP_LIST},
+    ),
+)
+
+
+def submissions() -> tuple[Attack, ...]:
+    """What the class run grades from this module: the attacks and the honest learners."""
+    return (*attacks(), *HONEST)

@@ -19,7 +19,7 @@ here, from the grader's inputs. The rerun refuses:
   given are positions too (an index built from Python ints, a ring buffer's slots), free of
   both rules where every such tensor is floating-point (new inputs redraw those, so an index
   that encodes one input's answer fails there); where one is an integer or bool tensor (which
-  new inputs keep), one such list per call, 1-D and no longer than that size;
+  new inputs keep), 1-D lists no longer than that size, at most :data:`MAX_POSITION_LISTS`;
 - a call that had tensor inputs but returns only floating tensors (of more than one element)
   that depend on none of them, and read none of them into Python (``.item()``);
 - more work than any check needs: each operator first runs on shapes only (the meta device), and
@@ -56,6 +56,9 @@ from .writes import refuse_writes
 MAX_LITERALS = 32  # distinct literal numbers per call
 MAX_LIST = 16  # numbers in one list argument
 MAX_CONSTANT_ELEMENTS = 1
+# Different integer lists of positions per call given an integer tensor: a rotary layer's
+# exponents and its grouped heads' index are two; an answer spelled row by row needs a row each.
+MAX_POSITION_LISTS = 4
 # One-element constants per call. The most any correct implementation in the catalogues makes is
 # 609 (a tiled loop's per-tile scalars); an answer spelled one element at a time makes one or more
 # per element, and refusing it before decoding them keeps its grading from costing minutes.
@@ -98,7 +101,7 @@ class Rerun:
             raise ReplayError("the kernel's operator log is malformed")
         literals: set = set()
         self.read_inputs = False
-        positions = 0  # integer constants of positions, in a call that sees integer tensors
+        positions: set = set()  # lists of positions, in a call given an integer tensor
         if sum(isinstance(e, dict) and "const" in e for e in ops) > MAX_CONSTANTS:
             raise ReplayError(
                 "your code made more constant tensors than a computation needs: compute the "
@@ -114,7 +117,6 @@ class Rerun:
                 with quiet():
                     value = decode_tensor(entry.get("value"))
                 if self._positions(value, positions):
-                    positions += not self.exact
                     self.tensors[ref_number(entry["const"])] = value
                     continue
                 if value.numel() > MAX_CONSTANT_ELEMENTS and has_inputs:
@@ -127,10 +129,11 @@ class Rerun:
                 continue
             self._one(entry, literals)
 
-    def _positions(self, value: torch.Tensor, before: int) -> bool:
+    def _positions(self, value: torch.Tensor, lists: set) -> bool:
         """Whether a constant holds positions, not values (see the module docstring): integers
         no larger than the sizes the call sees; where the call sees an integer tensor (which new
-        inputs keep as it was), only one such list per call, no longer than those sizes."""
+        inputs keep as it was), 1-D lists no longer than those sizes, at most
+        :data:`MAX_POSITION_LISTS` different ones per call (added to ``lists``)."""
         if (
             value.dtype in (torch.bool, torch.uint8)
             or value.is_floating_point()
@@ -141,9 +144,16 @@ class Rerun:
             return False
         with quiet():
             within = int(value.abs().max()) <= self.sizes
-        if self.exact:
+        if self.exact or not within:
             return within
-        return within and value.dim() == 1 and value.numel() <= self.sizes and not before
+        if value.dim() != 1 or value.numel() > self.sizes:
+            return False
+        with quiet():
+            key = tuple(value.tolist())
+        if key not in lists and len(lists) >= MAX_POSITION_LISTS:
+            return False
+        lists.add(key)
+        return True
 
     def _one(self, entry: dict, literals: set) -> None:
         op = aten_op(entry.get("op"), entry.get("overload"))
