@@ -1,6 +1,7 @@
 """Functions of integers answered from a table, and a softmax that reads its input into Python.
 
-Issue 42, items 3 and 4, written as a learner who controls only the notebook:
+Issue 42, items 3 and 4, and item 7's float lists, written as a learner who controls only the
+notebook:
 
 - *a table of the public configurations*: ``sliding_window_mask`` (08) and ``causal_mask`` (03)
   take only Python numbers, so every mask the public checks ask for can be computed offline (with
@@ -8,6 +9,12 @@ Issue 42, items 3 and 4, written as a learner who controls only the notebook:
   table of bool lists, 03's spelled as integer lists made ``bool``. Any other configuration gets a
   wrong mask (all True). No operator of the record depends on a tensor input, so nothing is
   refused as a constant, and the grader's replay on new inputs redraws no integer;
+- *a table spelled as short float lists*: ``apply_rope`` (04) given its angles, for the positions
+  the public checks draw, from a table computed offline with the check's own oracle; each
+  table is flattened and pasted as float lists no longer than the largest size of ``x`` (a
+  rotary layer's ``inv_freq`` is such a list), stacked back into ``(T, hs/2)``. Positions are
+  integer inputs, which the grader's replay on new inputs keeps; any other position is not
+  rotated at all;
 - *a Python read of the input's values*: a softmax that reads ``x.tolist()`` and is wrong when a
   value exceeds 1e6, a size no check draws. ``.tolist()`` runs no ATen operator, so the record
   shows none of it.
@@ -15,7 +22,8 @@ Issue 42, items 3 and 4, written as a learner who controls only the notebook:
 Beside them, honest learners (:data:`HONEST`, issue 42 item 7): correct code that the grader
 once refused, written as real code writes it: index and position tensors made from Python ints
 that depend on the sizes only (``repeat_kv``'s index, RoPE's exponents, a ring buffer's slots,
-StreamingLLM's keep-list) and tiled attention padding K and V with ``F.pad``. Each keeps every
+StreamingLLM's keep-list), RoPE's frequencies from a Python list of floats, and tiled attention
+padding K and V with ``F.pad``. Each keeps every
 automatic cell, full marks and ``verified``.
 
 ``tests/test_hostile_integers.py`` verifies each attack's targets in-process (fast), with the
@@ -27,7 +35,7 @@ from __future__ import annotations
 
 import functools
 
-from autograder.checks import nb03_masking, nb08_window
+from autograder.checks import nb03_masking, nb04_rope, nb08_window
 
 from .trust import NB01, NB03, NB04, NB06, NB08, Attack, Edit
 
@@ -91,6 +99,36 @@ def causal_mask(T, S=None, device=None):
 '''
 
 
+@functools.cache
+def rope_angle_table() -> str:
+    table = {}
+
+    def spy(x, positions, base=nb04_rope.BASE):
+        hs, size = x.shape[-1], max(x.shape)
+        angles = [p * base ** (-2 * i / hs) for p in positions.tolist() for i in range(hs // 2)]
+        chunks = [angles[at : at + size] for at in range(0, len(angles), size)]
+        table[(hs, tuple(positions.tolist()), float(base))] = chunks
+        return nb04_rope.rotate(x, positions, base)
+
+    for run in PUBLIC_RUNS:
+        nb04_rope.check_apply_rope_values(spy, **run)
+        nb04_rope.check_apply_rope_relative(spy, **run)
+    return f'''_ANGLES = {table!r}
+
+
+def apply_rope(x, positions, base=10000.0):
+    """Angles of the public positions pasted as float lists of at most a size; else unturned."""
+    hs = x.shape[-1]
+    chunks = _ANGLES.get((hs, tuple(positions.tolist()), float(base)))
+    if chunks is None:
+        return x.clone()
+    angle = torch.cat([torch.tensor(c) for c in chunks]).reshape(-1, hs // 2)  # (T, hs/2)
+    cos, sin = angle.cos(), angle.sin()
+    x1, x2 = x[..., : hs // 2].float(), x[..., hs // 2 :].float()  # (..., T, hs/2) each
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+'''
+
+
 SOFTMAX_READS_TOLIST = '''def softmax(x, dim=-1):
     """Right, unless a value read into Python exceeds 1e6 (no check draws one)."""
     if max((abs(v) for v in x.reshape(-1).tolist()), default=0.0) > 1e6:
@@ -122,6 +160,15 @@ def attacks() -> tuple[Attack, ...]:
             (Edit("after", "causal_mask", "import torch\n\n" + causal_table()),),
         ),
         Attack(
+            "i7_nb04_rope_angle_lists",
+            NB04,
+            7,
+            ("test_apply_rope_values", "test_apply_rope_relative"),
+            "apply_rope's angles for the public positions pasted as float lists of at most a size",
+            "solution",
+            (Edit("after", "apply_rope", "import torch\n\n" + rope_angle_table()),),
+        ),
+        Attack(
             "i4_nb01_tolist_branch",
             NB01,
             4,
@@ -143,6 +190,15 @@ ROPE_EXPONENTS_LIST = """def apply_rope(x, positions, base=10000.0):
     exponents = torch.tensor([i for i in range(0, hs, 2)])  # (hs/2,)
     theta = 1.0 / base ** (exponents.float() / hs)  # (hs/2,)
     angle = positions.float()[:, None] * theta  # (T, hs/2)
+    cos, sin = angle.cos(), angle.sin()
+    x1, x2 = x[..., : hs // 2].float(), x[..., hs // 2 :].float()  # (..., T, hs/2) each
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+"""
+
+ROPE_FLOAT_LIST = """def apply_rope(x, positions, base=10000.0):
+    hs = x.shape[-1]
+    inv_freq = torch.tensor([1.0 / (base ** (2 * i / hs)) for i in range(hs // 2)])  # (hs/2,)
+    angle = positions.float()[:, None] * inv_freq  # (T, hs/2)
     cos, sin = angle.cos(), angle.sin()
     x1, x2 = x[..., : hs // 2].float(), x[..., hs // 2 :].float()  # (..., T, hs/2) each
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
@@ -209,8 +265,8 @@ HONEST = (
     _honest(
         "honest_nb04_int_lists",
         NB04,
-        "repeat_kv's index and RoPE's exponents as Python lists of ints made tensors",
-        {"repeat_kv": REPEAT_KV_INDEX_LIST, "apply_rope": ROPE_EXPONENTS_LIST},
+        "repeat_kv's index from a Python list of ints, RoPE's frequencies from one of floats",
+        {"repeat_kv": REPEAT_KV_INDEX_LIST, "apply_rope": ROPE_FLOAT_LIST},
     ),
     _honest(
         "honest_nb06_f_pad",

@@ -134,6 +134,17 @@ def rope_exponents_list(x, positions, base=10000.0):
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
 
 
+def rope_float_list(x, positions, base=10000.0):
+    """The frequencies from a Python list of floats, as real code writes them (they depend on
+    hs and base only), angles in float32."""
+    hs = x.shape[-1]
+    inv_freq = torch.tensor([1.0 / (base ** (2 * i / hs)) for i in range(hs // 2)])  # (hs/2,)
+    angle = positions.float()[:, None] * inv_freq  # (T, hs/2)
+    cos, sin = angle.cos(), angle.sin()
+    x1, x2 = x[..., : hs // 2].float(), x[..., hs // 2 :].float()  # (..., T, hs/2) each
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+
+
 CORRECT_ROPE = {
     "rotate_half": rope_rotate_half,
     "hf_llama": rope_hf_llama,
@@ -144,6 +155,7 @@ CORRECT_ROPE = {
     "table": rope_table,
     "matrices": rope_matrices,
     "exponents_list": rope_exponents_list,
+    "float_list": rope_float_list,
 }
 
 

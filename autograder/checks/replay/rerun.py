@@ -19,7 +19,16 @@ here, from the grader's inputs. The rerun refuses:
   given are positions too (an index built from Python ints, a ring buffer's slots), free of
   both rules where every such tensor is floating-point (new inputs redraw those, so an index
   that encodes one input's answer fails there); where one is an integer or bool tensor (which
-  new inputs keep), 1-D lists no longer than that size, at most :data:`MAX_POSITION_LISTS`;
+  new inputs keep), 1-D lists no longer than that size, at most :data:`MAX_SHAPE_LISTS`.
+  A 1-D list of floats is a function of the shapes and the call's Python arguments, free of
+  both rules too (a rotary layer's ``inv_freq`` from a Python list), where the call is given a
+  floating-point tensor: new inputs redraw it, and the outputs must still match there, so the
+  list is believed as a vector the computation applies, never as an answer. What could spell
+  an answer for what new inputs keep (angles for the integer positions a check passes) is a
+  table over two dimensions, and stays refused: a 2-D constant, float lists whose lengths
+  together exceed the largest size (a table pasted row by row, or in chunks of one size each),
+  more than :data:`MAX_SHAPE_LISTS` lists, and float lists in a call given no floating-point
+  tensor (nothing there is redrawn);
 - a call that had tensor inputs but returns only floating tensors (of more than one element)
   that depend on none of them, and read none of them into Python (``.item()``);
 - more work than any check needs: each operator first runs on shapes only (the meta device), and
@@ -56,9 +65,10 @@ from .writes import refuse_writes
 MAX_LITERALS = 32  # distinct literal numbers per call
 MAX_LIST = 16  # numbers in one list argument
 MAX_CONSTANT_ELEMENTS = 1
-# Different integer lists of positions per call given an integer tensor: a rotary layer's
-# exponents and its grouped heads' index are two; an answer spelled row by row needs a row each.
-MAX_POSITION_LISTS = 4
+# Different lists a call makes from its shapes (integer lists of positions where it is given an
+# integer tensor, float lists): a rotary layer's frequencies and its grouped heads' index are two;
+# an answer spelled row by row needs a row each.
+MAX_SHAPE_LISTS = 4
 # One-element constants per call. The most any correct implementation in the catalogues makes is
 # 609 (a tiled loop's per-tile scalars); an answer spelled one element at a time makes one or more
 # per element, and refusing it before decoding them keeps its grading from costing minutes.
@@ -83,6 +93,7 @@ class Rerun:
     expected: list | None = None  # the trace of the same record rerun on the kernel's inputs
     sizes: int = 0  # the largest size of a tensor the call sees
     exact: bool = True  # every tensor the call sees is one a check's new inputs redraw
+    redrawn: bool = False  # some tensor the call sees is one a check's new inputs redraw
 
     def bind_inputs(self, refs: dict, given: dict) -> None:
         if not isinstance(refs, dict) or set(refs) != set(given):
@@ -92,6 +103,7 @@ class Rerun:
             self.derived.add(ref)
         self.sizes = max((max(t.shape, default=1) for t in given.values()), default=0)
         self.exact = not any(_kept(t) for t in given.values())
+        self.redrawn = not all(_kept(t) for t in given.values())
 
     def run(self, ops: Any, has_inputs: bool, sees_tensors: bool = True) -> None:
         """Recompute the recorded operators, in order. ``has_inputs``: the call was given a
@@ -101,7 +113,7 @@ class Rerun:
             raise ReplayError("the kernel's operator log is malformed")
         literals: set = set()
         self.read_inputs = False
-        positions: set = set()  # lists of positions, in a call given an integer tensor
+        shape_lists: set = set()  # lists made from the shapes (see _of_shapes)
         if sum(isinstance(e, dict) and "const" in e for e in ops) > MAX_CONSTANTS:
             raise ReplayError(
                 "your code made more constant tensors than a computation needs: compute the "
@@ -116,7 +128,7 @@ class Rerun:
             if "const" in entry:
                 with quiet():
                     value = decode_tensor(entry.get("value"))
-                if self._positions(value, positions):
+                if self._of_shapes(value, shape_lists):
                     self.tensors[ref_number(entry["const"])] = value
                     continue
                 if value.numel() > MAX_CONSTANT_ELEMENTS and has_inputs:
@@ -129,28 +141,34 @@ class Rerun:
                 continue
             self._one(entry, literals)
 
-    def _positions(self, value: torch.Tensor, lists: set) -> bool:
-        """Whether a constant holds positions, not values (see the module docstring): integers
-        no larger than the sizes the call sees; where the call sees an integer tensor (which new
-        inputs keep as it was), 1-D lists no longer than those sizes, at most
-        :data:`MAX_POSITION_LISTS` different ones per call (added to ``lists``)."""
-        if (
-            value.dtype in (torch.bool, torch.uint8)
-            or value.is_floating_point()
-            or value.is_complex()
-        ):
+    def _of_shapes(self, value: torch.Tensor, lists: set) -> bool:
+        """Whether a constant is a function of the shapes, not values (see the module
+        docstring): integers no larger than the sizes the call sees; where the call sees an
+        integer tensor (which new inputs keep as it was), 1-D such lists no longer than those
+        sizes; 1-D float lists where it sees a floating-point tensor, together no longer than
+        the largest size. At most :data:`MAX_SHAPE_LISTS` different lists per call (added to
+        ``lists``)."""
+        if value.dtype in (torch.bool, torch.uint8) or value.is_complex():
             return False
         if value.device.type == "meta" or not value.numel():
             return False
+        if value.is_floating_point():
+            if not self.redrawn or value.dim() != 1 or value.numel() > self.sizes:
+                return False
+        else:
+            with quiet():
+                within = int(value.abs().max()) <= self.sizes
+            if self.exact or not within:
+                return within
+            if value.dim() != 1 or value.numel() > self.sizes:
+                return False
         with quiet():
-            within = int(value.abs().max()) <= self.sizes
-        if self.exact or not within:
-            return within
-        if value.dim() != 1 or value.numel() > self.sizes:
+            key = (value.is_floating_point(), tuple(value.tolist()))
+        if key in lists:
+            return True
+        if len(lists) >= MAX_SHAPE_LISTS:
             return False
-        with quiet():
-            key = tuple(value.tolist())
-        if key not in lists and len(lists) >= MAX_POSITION_LISTS:
+        if key[0] and len(key[1]) + sum(len(v) for f, v in lists if f) > self.sizes:
             return False
         lists.add(key)
         return True
