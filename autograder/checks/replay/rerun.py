@@ -25,7 +25,8 @@ here, from the grader's inputs. The rerun refuses:
   floating-point tensor: new inputs redraw it, and the outputs must still match there, so the
   list is believed as a vector the computation applies, never as an answer. What could spell
   an answer for what new inputs keep (angles for the integer positions a check passes) is a
-  table over two dimensions, and stays refused: a 2-D constant, float lists whose lengths
+  table over two dimensions, and stays refused, also where a check writes its floating inputs
+  out rather than drawing them (new inputs keep those): a 2-D constant, float lists whose lengths
   together exceed the largest size (a table pasted row by row, or in chunks of one size each),
   more than :data:`MAX_SHAPE_LISTS` lists, and float lists in a call given no floating-point
   tensor (nothing there is redrawn);
