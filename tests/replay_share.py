@@ -5,7 +5,9 @@ codebases write the same thing) runs through the grader's verification, its lear
 in-process kernel (:func:`cells.verify_check`), with the thorough hidden run. Each outcome is
 counted: ``verified`` (replayed on new inputs and right there), ``cannot replay`` (its
 operators depend on its inputs' values: withheld for a person), ``refuted``, ``error``, or
-``not verifiable`` (a check the grader never verifies: notebook 06's Triton self-checks).
+``not verifiable`` (a check the grader never verifies: notebook 06's Triton self-checks). The
+last line sums every catalogue: the share of correct code the grader verifies, neither withheld
+nor refuted.
 
 Run: ``.venv/bin/python tests/replay_share.py [catalogue ...]`` (from the repository root).
 """
@@ -43,6 +45,7 @@ def outcome(entry) -> tuple[str, str]:
 
 
 def main(names: list[str]) -> None:
+    overall: Counter = Counter()
     for name, catalogue in sorted(catalogues().items()):
         if (names and name not in names) or getattr(catalogue, "SKIP", None):
             continue
@@ -58,12 +61,19 @@ def main(names: list[str]) -> None:
                     f"  {name}: {entry.name} under {entry.check.__name__}: {status}: "
                     f"{message[:160]}"
                 )
-        total = sum(n for status, n in counts.items() if status != "not verifiable")
-        share = counts["verified"] / total if total else 1.0
-        print(
-            f"{name}: {counts['verified']}/{total} replay and verify ({share:.0%}); {dict(counts)}",
-            flush=True,
-        )
+        overall += counts
+        _share(name, counts)
+    _share("all catalogues", overall)
+
+
+def _share(name: str, counts: Counter) -> None:
+    """One line: how many of ``counts`` are verified, of all but those never verifiable."""
+    total = sum(n for status, n in counts.items() if status != "not verifiable")
+    share = counts["verified"] / total if total else 1.0
+    print(
+        f"{name}: {counts['verified']}/{total} replay and verify ({share:.1%}); {dict(counts)}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

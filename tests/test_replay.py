@@ -15,6 +15,8 @@ import torch
 from mistakes import catalogues, gqa
 
 from autograder.checks.replay import cells, remote
+from autograder.checks.replay.rerun import Rerun
+from autograder.kernel.codec import ReplayError, encode_tensor
 from autograder.kernel.recorder import Refs
 
 # The catalogues that declare checks to replay (``REPLAY``): the correct implementations of those
@@ -206,6 +208,45 @@ def test_the_builtin_rule_is_measured_on_recomputed_operators():
 def test_forged_or_malformed_records_are_refused(forge):
     verdict = _verify(forge)
     assert verdict.status == "refuted" and verdict.message
+
+
+def _float_lists(given: dict, *lists) -> None:
+    """Rerun a call given ``given`` that makes the constants ``lists`` and uses none of them."""
+    rerun = Rerun()
+    rerun.bind_inputs({path: ref for ref, path in enumerate(given)}, given)
+    ops = [{"const": len(given) + i, "value": encode_tensor(t)} for i, t in enumerate(lists)]
+    rerun.run(ops, has_inputs=True)
+
+
+X, POSITIONS = torch.randn(2, 6, 8), torch.arange(6)  # (B, T, hs), (T,)
+
+
+@pytest.mark.parametrize(
+    ("given", "lists"),
+    [
+        ({"x": X, "p": POSITIONS}, [torch.rand(4)]),  # inv_freq (hs/2,)
+        ({"x": X, "p": POSITIONS}, [torch.rand(4), torch.rand(4)]),
+    ],
+    ids=["frequencies", "two lists within one size"],
+)
+def test_float_lists_within_one_size_are_functions_of_the_shapes(given, lists):
+    _float_lists(given, *lists)
+
+
+@pytest.mark.parametrize(
+    ("given", "lists"),
+    [
+        ({"x": X, "p": POSITIONS}, [torch.rand(6, 4)]),  # a (T, hs/2) table
+        ({"x": X, "p": POSITIONS}, [torch.rand(9)]),  # longer than any size
+        ({"x": X, "p": POSITIONS}, [torch.rand(8), torch.rand(8)]),  # a table in chunks
+        ({"x": X, "p": POSITIONS}, [torch.rand(2) for _ in range(5)]),  # row by row
+        ({"p": POSITIONS, "m": torch.ones(6, 8, dtype=torch.long)}, [torch.rand(4)]),  # no float
+    ],
+    ids=["2-D", "too long", "chunks", "rows", "nothing redrawn"],
+)
+def test_float_tables_are_refused_as_constants(given, lists):
+    with pytest.raises(ReplayError, match="neither an input nor computed"):
+        _float_lists(given, *lists)
 
 
 def test_oversized_records_are_refused_unread(monkeypatch):

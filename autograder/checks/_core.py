@@ -9,7 +9,6 @@ shown to learners, so it never prints hidden inputs, only their shapes.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -306,17 +305,18 @@ def by_arithmetic(names: set[str], name: str) -> None:
         )
 
 
-_UNSEEN = secrets.randbits(62)  # drawn once per grading process: no kernel ever holds it
+_WIDE = 0x57A7E  # the wide draws' generator is not the check's own
 
 
-def unseen_draws(seed: int, count: int, *ranges: tuple[int, int]) -> list[tuple[int, ...]]:
-    """During classroom verification, ``count`` tuples of integers (one per ``(low, high)``
-    range) that no learner can know in advance: a formula is checked on them besides the public
-    configurations, so a table of the public ones' answers is not enough. Outside verification
-    (the learner's own notebook) there are none, and every check stays reproducible."""
-    if not replay.verifying():
+def wide_draws(seed: int, thorough: bool, count: int, *ranges: tuple[int, int]) -> list[tuple]:
+    """In a thorough run, ``count`` tuples of integers (one per ``(low, high)`` range), wider than
+    a check's usual sizes, from a generator of their own (the check's other draws stay as they
+    were). In the grader, a check whose calls of learner code pass only Python numbers runs once
+    more with a secret ``seed`` and ``thorough`` on (:mod:`.replay.fresh`): there they are
+    configurations no learner can know in advance, so a table of the public ones' answers fails."""
+    if not thorough:
         return []
-    gen = make_generator(_UNSEEN ^ seed)
+    gen = make_generator(seed ^ _WIDE)
     return [tuple(randint(gen, low, high) for low, high in ranges) for _ in range(count)]
 
 

@@ -404,7 +404,7 @@ def check_block_param_count(fn: Callable, *, seed: int = 0, thorough: bool = Fal
     gen = make_generator(seed)
     configs = [(8, 32), (12, 20), (64, 256)]  # (C, d_mlp)
     configs += [(randint(gen, 1, 40), randint(gen, 1, 90)) for _ in range(3)] if thorough else []
-    configs += _core.unseen_draws(seed, 3, (1, 256), (1, 1024))
+    configs += _core.wide_draws(seed, thorough, 3, (1, 256), (1, 1024))
     with record_torch_calls() as names:
         counts = {
             (C, m, b): _block_count(fn, C, d_mlp=m, bias=b)

@@ -4,7 +4,7 @@ Shape legend: ``C`` = d_model, ``h`` the MLP's hidden width, ``nh`` query heads,
 key/value heads, ``hs`` = C // nh.
 
 Both answers are formulas, checked by the rule of ``block_param_count``: integer arithmetic, no
-PyTorch (:func:`_core.by_arithmetic`), on public and, during classroom verification, unseen
+PyTorch (:func:`_core.by_arithmetic`), on public and, during classroom verification, secret
 configurations. The count's oracle is ``sum(p.numel())`` of the block's modules built on the
 meta device: two ``nn.RMSNorm``, GQA's four bias-free projections, SwiGLU's three bias-free
 matrices. The width's is the rule of Meta's Llama code, ``int(2 · 4C / 3)``, times
@@ -137,7 +137,7 @@ def check_swiglu_hidden(fn: Callable, *, seed: int = 0, thorough: bool = False) 
     configs = list(PUBLISHED) + [(768, 256, None), (100, 64, 1.5), (3, 10, 1.3)]
     if thorough:
         configs += [(randint(gen, 1, 5000), 2 ** randint(gen, 0, 10), None) for _ in range(3)]
-    configs += [(C, 2**e, None) for C, e in _core.unseen_draws(seed, 3, (1, 9000), (0, 12))]
+    configs += [(C, 2**e, None) for C, e in _core.wide_draws(seed, thorough, 3, (1, 9000), (0, 12))]
     with record_torch_calls() as names:
         got = {
             c: _int(fn, HIDDEN, (c[0],), {"multiple_of": c[1], "ffn_dim_multiplier": c[2]})
@@ -205,7 +205,7 @@ def check_llama_block_param_count(fn: Callable, *, seed: int = 0, thorough: bool
         configs += [(nh * randint(gen, 1, 16), nh, 1, randint(gen, 1, 200)) for nh in (2, 4, 8)]
     configs += [
         (nh * hs, nh, nh, h)
-        for nh, hs, h in _core.unseen_draws(seed, 2, (1, 64), (1, 128), (1, 9999))
+        for nh, hs, h in _core.wide_draws(seed, thorough, 2, (1, 64), (1, 128), (1, 9999))
     ]
     with record_torch_calls() as names:
         got = {c: _int(fn, COUNT, c, {}) for c in configs}

@@ -590,7 +590,7 @@ def check_mha_param_count(fn: Callable, *, seed: int = 0, thorough: bool = False
     __tracebackhide__ = True
     gen = make_generator(seed)
     configs = _configs(gen, thorough, [(8, 2), (12, 4), (16, 1), (6, 6), (64, 8)])
-    configs += [(nh * hs, nh) for nh, hs in _core.unseen_draws(seed, 3, (1, 16), (1, 64))]
+    configs += [(nh * hs, nh) for nh, hs in _core.wide_draws(seed, thorough, 3, (1, 16), (1, 64))]
     with record_torch_calls() as names:
         counts = {(C, nh, bias): _count(fn, C, nh, bias) for C, nh in configs for bias in (1, 0)}
     _core.by_arithmetic(names, COUNT)

@@ -41,7 +41,7 @@ from ._core import (
     make_generator,
     randint,
     randn,
-    unseen_draws,
+    wide_draws,
 )
 from .replay import operators
 
@@ -548,7 +548,7 @@ def check_gqa_param_count(fn: Callable, *, seed: int = 0, thorough: bool = False
     for _ in range(4 if thorough else 0):
         nkv, n_rep, hs = randint(gen, 1, 8), randint(gen, 1, 8), randint(gen, 1, 16)
         configs.append((nkv * n_rep * hs, nkv * n_rep, nkv))
-    for nkv, n_rep, hs in unseen_draws(seed, 3, (1, 8), (1, 8), (1, 32)):
+    for nkv, n_rep, hs in wide_draws(seed, thorough, 3, (1, 8), (1, 8), (1, 32)):
         configs.append((nkv * n_rep * hs, nkv * n_rep, nkv))
     with record_torch_calls() as names:
         counts = {
@@ -618,8 +618,9 @@ def check_kv_cache_bytes(fn: Callable, *, seed: int = 0, thorough: bool = False)
         sizes = [randint(gen, 1, n) for n in (48, 16, 256, 4096, 16)]
         cases.append((*sizes, [1, 2, 4, 8][randint(gen, 0, 3)]))
     ranges = ((1, 128), (1, 64), (1, 512), (1, 1 << 20), (1, 64), (0, 3))  # L, nkv, hd, S, B, w
-    unseen = [(*sizes, [1, 2, 4, 8][width]) for *sizes, width in unseen_draws(seed, 3, *ranges)]
-    for group, defaults in ((cases, 3), (unseen, 0)):  # the first 3 public cases use defaults
+    drawn = wide_draws(seed, thorough, 3, *ranges)
+    wide = [(*sizes, [1, 2, 4, 8][width]) for *sizes, width in drawn]
+    for group, defaults in ((cases, 3), (wide, 0)):  # the first 3 public cases use defaults
         results = {}
         for i, args in enumerate(group):
             kwargs = dict(zip(("batch_size", "bytes_per_value"), args[4:], strict=True))

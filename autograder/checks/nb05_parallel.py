@@ -40,7 +40,7 @@ from ._core import (
     make_generator,
     randint,
     randn,
-    unseen_draws,
+    wide_draws,
 )
 from .replay import operators
 
@@ -436,8 +436,8 @@ def check_attention_flops(fn: Callable, *, seed: int = 0, thorough: bool = False
     """``attention_flops(B, T, C, nh)`` equals what FlopCounterMode measures for one forward."""
     __tracebackhide__ = True
     gen = make_generator(seed)
-    unseen = unseen_draws(seed, 3, (1, 64), (1, 65536), (1, 16), (1, 64))  # B, T, nh, hs
-    for B, T, C, nh in [*_flop_cases(gen, thorough), *((b, t, n * h, n) for b, t, n, h in unseen)]:
+    wide = wide_draws(seed, thorough, 3, (1, 64), (1, 65536), (1, 16), (1, 64))  # B, T, nh, hs
+    for B, T, C, nh in [*_flop_cases(gen, thorough), *((b, t, n * h, n) for b, t, n, h in wide)]:
         args = (B, T, C, nh)
         with record_torch_calls() as names:
             got = call(fn, FLOPS, args)

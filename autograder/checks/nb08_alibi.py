@@ -36,7 +36,7 @@ from ._core import (
     make_generator,
     randint,
     randn,
-    unseen_draws,
+    wide_draws,
 )
 
 #: Learner-importable names that would compute these answers: none.
@@ -88,7 +88,7 @@ def check_alibi_slopes(alibi_slopes: Callable, *, seed: int = 0, thorough: bool 
     gen = make_generator(seed)
     counts = [8, 16, 1, 2, 12, 6, 40, 96]
     counts += [randint(gen, 3, 130) for _ in range(4 if thorough else 0)]
-    counts += [n for (n,) in unseen_draws(seed, 2, (3, 200))]
+    counts += [n for (n,) in wide_draws(seed, thorough, 2, (3, 200))]
     for n in counts:
         out = expect_tensor(call(alibi_slopes, SLOPES, (n,)), SLOPES)
         expect_shape(out, (n,), f"The output of `{SLOPES}`", describe((n,)), "one slope per head")

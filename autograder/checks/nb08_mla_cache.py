@@ -15,7 +15,7 @@ import torch
 
 from autograder.torch_helpers import one_thread, record_torch_calls
 
-from ._core import by_arithmetic, call, fail, make_generator, randint, unseen_draws
+from ._core import by_arithmetic, call, fail, make_generator, randint, wide_draws
 
 #: Learner-importable names that would compute these answers: none.
 ANSWERS_IN_TOOLS: dict[str, str] = {}
@@ -100,8 +100,9 @@ def check_mla_cache_bytes(fn: Callable, *, seed: int = 0, thorough: bool = False
         sizes = [randint(gen, 1, n) for n in (64, 1024, 128, 8192, 16)]
         cases.append((*sizes, [1, 2, 4, 8][randint(gen, 0, 3)]))
     ranges = ((1, 128), (1, 2048), (1, 256), (1, 1 << 20), (1, 64), (0, 3))
-    unseen = [(*sizes, [1, 2, 4, 8][width]) for *sizes, width in unseen_draws(seed, 3, *ranges)]
-    for group, defaults in ((cases, 3), (unseen, 0)):  # the first 3 public cases use defaults
+    drawn = wide_draws(seed, thorough, 3, *ranges)
+    wide = [(*sizes, [1, 2, 4, 8][width]) for *sizes, width in drawn]
+    for group, defaults in ((cases, 3), (wide, 0)):  # the first 3 public cases use defaults
         results, defaulted = {}, set()
         for i, args in enumerate(group):
             kwargs = dict(zip(_NAMES[4:], args[4:], strict=True)) if i >= defaults else {}

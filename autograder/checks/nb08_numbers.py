@@ -16,7 +16,7 @@ import torch
 from autograder.tools.nb04_gqa import cache_nbytes, meta_cache
 from autograder.torch_helpers import one_thread, record_torch_calls
 
-from ._core import by_arithmetic, fail, make_generator, randint, unseen_draws
+from ._core import by_arithmetic, fail, make_generator, randint, wide_draws
 from .nb04_gqa import _integer
 
 #: Learner-importable names that would compute these answers: notebook 04's tools measure a
@@ -80,7 +80,7 @@ def check_window_cache_bytes(fn: Callable, *, seed: int = 0, thorough: bool = Fa
         sizes = (randint(gen, 1, 64), randint(gen, 1, 16), 2 * randint(gen, 1, 128))
         cases.append((*sizes, S, W, randint(gen, 1, 8), (1, 2, 4)[randint(gen, 0, 2)]))
     ranges = ((1, 128), (1, 64), (1, 256), (1, 1 << 20), (1, 1 << 16), (1, 16), (0, 2))
-    cases += [(*c[:6], (1, 2, 4)[c[6]]) for c in unseen_draws(seed, 3, *ranges)]
+    cases += [(*c[:6], (1, 2, 4)[c[6]]) for c in wide_draws(seed, thorough, 3, *ranges)]
     results = []
     for L, nkv, hd, S, W, B, width in cases:
         kwargs = {"window": W, "batch_size": B, "bytes_per_value": width}

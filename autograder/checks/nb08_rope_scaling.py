@@ -46,7 +46,7 @@ from ._core import (
     fmt_shape,
     make_generator,
     randint,
-    unseen_draws,
+    wide_draws,
 )
 
 #: Learner-importable names that would compute these answers: none.
@@ -287,8 +287,8 @@ def _cases(rope_type: str, gen, thorough: bool, seed: int) -> list[dict]:
                 (None, 256 * randint(gen, 1, 128))[randint(gen, 0, 1)],
             )
         )
-    unseen = unseen_draws(seed, 2, (4, 64), (3, 6), (2, 32), (1, 64), (1, 256))
-    fixed += [(2 * h, float(10**b), f / 2, 256 * o, 256 * s) for h, b, f, o, s in unseen]
+    wide = wide_draws(seed, thorough, 2, (4, 64), (3, 6), (2, 32), (1, 64), (1, 256))
+    fixed += [(2 * h, float(10**b), f / 2, 256 * o, 256 * s) for h, b, f, o, s in wide]
     return [
         dict(
             rope_type=rope_type,

@@ -1,9 +1,10 @@
 """Run one learner call and record what it did, as the trusted grader needs it to recompute.
 
-For one call the record holds: the call's input tensors by path (each numbered as a *ref*), every
-ATen operator it ran as PyTorch's dispatcher saw it (marked ``engine`` when autograd's engine ran
-it, for a backward pass) (each tensor argument named by ref: an input,
-an earlier operator's output, or a *constant* carried by value), the torch functions it called by
+For one call the record holds: the call's input tensors by path (each numbered as a *ref*),
+every ATen operator it ran as PyTorch's dispatcher saw it (marked ``engine`` when autograd's
+engine ran it, for a backward pass; each tensor argument named by ref: an input, an earlier
+operator's output, or a *constant* carried by value), each read of a tensor's values into Python
+that runs no operator (``.tolist()``, ``.numpy()``, printing), the torch functions it called by
 name, its outcome (the result as refs, or the error it raised) and the state it left on every
 module the grader watches. A record is a claim: the grader believes none of it without
 recomputing it (see :mod:`autograder.checks.replay.rerun`).
@@ -169,17 +170,29 @@ class _Tracer(TorchDispatchMode):
         return out
 
 
-class _Functions(TorchFunctionMode):
-    """The names of the torch functions a call used (``torch.nn.functional.softmax``)."""
+# Tensor methods that hand a tensor's values to Python without any ATen operator (``item``,
+# ``bool(t)`` and ``float(t)`` run ``_local_scalar_dense``, which the tracer logs).
+VALUE_READS = frozenset(
+    "tolist numpy __array__ __repr__ __str__ __format__ __reduce_ex__ __dlpack__".split()
+)
 
-    def __init__(self, names: set[str]):
+
+class _Functions(TorchFunctionMode):
+    """The names of the torch functions a call used (``torch.nn.functional.softmax``), and a
+    ``{"read": ref}`` entry in the operator log for each of :data:`VALUE_READS`."""
+
+    def __init__(self, names: set[str], refs: Refs, ops: list):
         super().__init__()
-        self.names = names
+        self.names, self.refs, self.ops = names, refs, ops
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         module = getattr(func, "__module__", None) or "torch.Tensor"
-        self.names.add(f"{module}.{getattr(func, '__name__', func)}"[:120])
-        return func(*args, **(kwargs or {}))
+        name = getattr(func, "__name__", "")
+        self.names.add(f"{module}.{name or func}"[:120])
+        out = func(*args, **(kwargs or {}))
+        if name in VALUE_READS and args and isinstance(args[0], torch.Tensor):
+            self.ops.append({"read": self.refs.arguments(args[0], self.ops)["ref"]})
+        return out
 
 
 def module_state(module: torch.nn.Module, refs: Refs) -> dict:
@@ -241,7 +254,7 @@ def record_call(
     ops: list = []
     functions: set[str] = set()
     entry: dict = {"inputs": {path: refs.register(t) for path, t in inputs}}
-    with _Functions(functions), _Tracer(refs, ops):
+    with _Functions(functions, refs, ops), _Tracer(refs, ops):
         outcome = invoke(fn, args, kwargs)
     if outcome[0] == "error" and "Creating a new Tensor subclass" in str(outcome[2]):
         # A tensor subclass (PyTorch's CausalBias) cannot be built under a dispatch mode: run

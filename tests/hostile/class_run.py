@@ -34,7 +34,7 @@ from background import Job
 from autograder import paths
 from autograder.build import instructor_notebook_text
 
-from . import allowlist, ids, loopholes, machine, records, replay, threads, trust
+from . import allowlist, ids, integers, loopholes, machine, records, replay, threads, trust
 
 RELEASE = "release"  # the learner who handed in the untouched release notebook
 
@@ -89,7 +89,7 @@ def write_submissions(subs: Path, canary_folder: Path) -> None:
         *records.ATTACKS,
         trust.ERROR_FLOOD_ATTACK,
     ]
-    for attack in [*attacks, *machine.attacks(canary_folder)]:
+    for attack in [*attacks, *integers.submissions(), *machine.attacks(canary_folder)]:
         _write(subs, attack.learner, attack.notebook, trust.build(attack, *pairs[attack.notebook]))
     _write_folder_attacks(subs)
     ids.write(subs, trust.build, pairs)

@@ -187,12 +187,39 @@ def tiled_flash1(q, k, v, block_size=64, causal=False):
     return O_i.to(q.dtype)
 
 
+def tiled_padded(q, k, v, block_size=64, causal=False):
+    """K and V padded with ``F.pad`` to whole blocks, so every tile has ``block_size`` keys; the
+    padded keys are masked out with the future ones."""
+    B, nh, T, hs = q.shape
+    S = k.shape[-2]
+    extra = -S % block_size
+    k, v = F.pad(k, (0, 0, 0, extra)), F.pad(v, (0, 0, 0, extra))  # (B, nh, S + extra, hs)
+    m = q.new_full((B, nh, T, 1), float("-inf"))
+    l_i = q.new_zeros((B, nh, T, 1))
+    acc = q.new_zeros((B, nh, T, v.shape[-1]))
+    last_key = torch.arange(T)[:, None] + S - T if causal else torch.full((T, 1), S - 1)
+    for start in range(0, S + extra, block_size):
+        kb, vb = k[..., start : start + block_size, :], v[..., start : start + block_size, :]
+        s = q @ kb.transpose(-2, -1) / math.sqrt(hs)  # (B, nh, T, b)
+        cols = torch.arange(start, start + block_size)  # (b,)
+        s = s.masked_fill(cols[None, :] > last_key, float("-inf"))
+        m_new = torch.maximum(m, s.amax(-1, keepdim=True))  # (B, nh, T, 1)
+        m_ref = torch.where(torch.isinf(m_new), 0.0, m_new)
+        alpha = torch.exp(m - m_ref)
+        p = torch.exp(s - m_ref)  # (B, nh, T, b)
+        l_i = l_i * alpha + p.sum(-1, keepdim=True)
+        acc = acc * alpha + p @ vb  # (B, nh, T, hs)
+        m = m_new
+    return torch.where(l_i > 0, acc / l_i, 0.0)
+
+
 CORRECT_TILED = {
     "FlashAttention Algorithm 1, normalised each tile": tiled_flash1,
     "textbook": tiled_reference_style,
     "2-D tiles, fp32 accumulators": tiled_two_dimensional,
     "log-sum-exp merge": tiled_logsumexp_merge,
     "FlashAttention-2 port, fp32 state for every dtype": tiled_flash2_float32,
+    "K and V padded to whole blocks with F.pad": tiled_padded,
 }
 
 

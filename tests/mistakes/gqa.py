@@ -57,7 +57,18 @@ def repeat_kv_meta(x, n_rep):
     return x.reshape(bs, slen, n_kv_heads * n_rep, head_dim).transpose(1, 2)  # (B, nh, S, hs)
 
 
-CORRECT_REPEAT = {"interleave": repeat_interleave, "expand": repeat_expand, "index": repeat_index}
+def repeat_index_list(x, n_rep):
+    """The index as a Python list made a tensor: it depends on the sizes only."""
+    heads = torch.tensor([h // n_rep for h in range(x.shape[1] * n_rep)])  # (nh,)
+    return x[:, heads]  # (B, nh, S, hs)
+
+
+CORRECT_REPEAT = {
+    "interleave": repeat_interleave,
+    "expand": repeat_expand,
+    "index": repeat_index,
+    "index_list": repeat_index_list,
+}
 CORRECT_REPEAT |= {"Hugging Face repeat_kv": repeat_kv, "Meta llama repeat_kv": repeat_kv_meta}
 
 REPEAT_MISTAKES = [

@@ -111,6 +111,16 @@ def update_mistral(buffer, new, start):
     return buffer.index_copy(2, cache_positions, new), recent
 
 
+def update_slot_list(buffer, new, start):
+    """The ring's slots as Python lists made tensors (they depend on the positions only)."""
+    W, T = buffer.shape[2], new.shape[2]
+    past = [p % W for p in range(start - min(start, W - 1), start)]
+    recent = torch.cat([buffer[:, :, torch.tensor(past, dtype=torch.long)], new], dim=2)
+    written = buffer.clone()
+    written[:, :, torch.tensor([p % W for p in range(start, start + T)])] = new
+    return written, recent  # (B, nkv, W, hs), (B, nkv, past + T, hs)
+
+
 def update_roll(buffer, new, start):
     """torch.roll puts the oldest position first once the ring has wrapped."""
     W, T = buffer.shape[2], new.shape[2]
@@ -159,7 +169,12 @@ def update_slot_off_by_one(buffer, new, start):
     return written, recent
 
 
-CORRECT_UPDATE = {"index": update_index, "mistral": update_mistral, "roll": update_roll}
+CORRECT_UPDATE = {
+    "index": update_index,
+    "mistral": update_mistral,
+    "roll": update_roll,
+    "slot_list": update_slot_list,
+}
 UPDATE = window.check_rolling_cache_update
 UPDATE_MISTAKES = [
     Mistake("update: slot order", update_slot_order, UPDATE, "in slot order"),

@@ -141,6 +141,29 @@ def rope_deepseek(x, positions, base=10000.0):
     return y.transpose(-2, -1).flatten(-2).to(dtype)  # (..., T, hs/2, 2) -> (..., T, hs)
 
 
+def rope_exponents_list(x, positions, base=10000.0):
+    """The frequencies' exponents 0, 2, 4 ... from a Python list of ints (they depend on hs
+    only), angles in float32."""
+    hs = x.shape[-1]
+    exponents = torch.tensor([i for i in range(0, hs, 2)])  # (hs/2,)
+    theta = 1.0 / base ** (exponents.float() / hs)  # (hs/2,)
+    angle = positions.float()[:, None] * theta  # (T, hs/2)
+    cos, sin = angle.cos(), angle.sin()
+    x1, x2 = x[..., : hs // 2].float(), x[..., hs // 2 :].float()  # (..., T, hs/2) each
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+
+
+def rope_float_list(x, positions, base=10000.0):
+    """The frequencies from a Python list of floats, as real code writes them (they depend on
+    hs and base only), angles in float32."""
+    hs = x.shape[-1]
+    inv_freq = torch.tensor([1.0 / (base ** (2 * i / hs)) for i in range(hs // 2)])  # (hs/2,)
+    angle = positions.float()[:, None] * inv_freq  # (T, hs/2)
+    cos, sin = angle.cos(), angle.sin()
+    x1, x2 = x[..., : hs // 2].float(), x[..., hs // 2 :].float()  # (..., T, hs/2) each
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+
+
 CORRECT_ROPE = {
     "DeepSeek-V3 freqs_cis": rope_deepseek,
     "rotate_half": rope_rotate_half,
@@ -151,6 +174,8 @@ CORRECT_ROPE = {
     "complex_parts": rope_complex_parts,
     "table": rope_table,
     "matrices": rope_matrices,
+    "exponents_list": rope_exponents_list,
+    "float_list": rope_float_list,
 }
 
 

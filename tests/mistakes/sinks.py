@@ -61,9 +61,29 @@ def sink_streaming_llm(q, k, v, past_k, past_v, n_sink, window):
     return out, (k_cat, v_cat)
 
 
+def sink_keep_list(q, k, v, past_k, past_v, n_sink, window):
+    """The positions kept (the sinks, then the window) as a Python list made a tensor."""
+    keys, values = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
+    n = keys.shape[2]
+    if n > n_sink + window:
+        keep = torch.tensor(list(range(n_sink)) + list(range(n - window, n)))  # (n_sink + W,)
+        keys, values = keys[:, :, keep], values[:, :, keep]
+    positions = torch.arange(keys.shape[2])
+    out = F.scaled_dot_product_attention(
+        rope(q, positions[-1:]), rope(keys, positions), values, enable_gqa=True
+    )
+    return out, (keys, values)
+
+
 SINK = checks.check_sink_attention
 CORRECT = correct(
-    [SINK], {"sdpa": _sink(), "by_hand": _sink(manual=True), "streaming_llm": sink_streaming_llm}
+    [SINK],
+    {
+        "sdpa": _sink(),
+        "by_hand": _sink(manual=True),
+        "streaming_llm": sink_streaming_llm,
+        "keep_list": sink_keep_list,
+    },
 )
 MISTAKES = [
     Mistake("sinks: none kept", _sink(sinks=False), SINK, "dropped the sinks"),

@@ -8,7 +8,9 @@ learner code. The check's own verdict is the cell's: a :class:`CheckFailure` ref
 check's sentence, a record the grader cannot recompute refutes it with the reason. A check that
 passed runs again on inputs the kernel never saw, its calls answered by replaying their records
 (:mod:`.fresh`): it must pass there too, and a record that cannot be replayed (its operators
-depend on its inputs' values) leaves the cell unverified, for a person.
+depend on its inputs' values) leaves the cell unverified, for a person. A check whose calls
+pass only Python numbers runs again on configurations drawn from a secret instead, its calls
+answered by the kernel.
 
 Checks that cannot be verified this way (their result is written behind PyTorch's back) are named
 by their module's ``UNVERIFIABLE``; a check module may also set the operators its checks allow
@@ -31,8 +33,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from autograder.kernel import server
 from autograder.kernel.codec import ReplayError, UnreadableReply, decode_value
 
-from . import operators, remote
-from .fresh import fresh_inputs
+from . import fresh, operators, remote
 from .rerun import CannotReplay, Rerun
 from .writes import InputWritten
 
@@ -209,17 +210,24 @@ def _learner_value(kernel, name: str) -> Any:
 
 
 def _verify_call(check: Callable, allowed: frozenset[str], args: list, kwargs: dict, kernel):
-    """The check, its calls answered by the kernel; then again on new inputs, its calls
-    answered by replaying their records (:mod:`.fresh`)."""
+    """The check, its calls answered by the kernel; then again on new inputs (:mod:`.fresh`):
+    its calls answered by replaying their records, or, where every call passed only Python
+    numbers, on configurations drawn from a secret, its calls answered by the kernel."""
     session = remote.Session(kernel, allowed=allowed)
     _run_check(check, args, kwargs, session)
-    fresh = remote.Session(None, allowed, Rerun(expected=session.rerun.trace))
-    fresh.replaying = list(session.calls)
+    options = fresh.secret_options(check)
+    if session.calls and session.numbers_only and "seed" in options:
+        remote.ask(kernel, {"op": "begin"})
+        again, where = remote.Session(kernel, allowed), "on sizes the grader drew"
+        kwargs = {**kwargs, **options}
+    else:
+        again = remote.Session(None, allowed, Rerun(expected=session.rerun.trace))
+        again.replaying, where = list(session.calls), "on new inputs of the same shapes"
     try:
-        with fresh_inputs():
-            _run_check(check, args, kwargs, fresh)
+        with fresh.fresh_inputs():
+            _run_check(check, args, kwargs, again)
     except AssertionError as err:
-        raise AssertionError(f"on new inputs of the same shapes: {err}") from None
+        raise AssertionError(f"{where}: {err}") from None
 
 
 def _run_check(check: Callable, args: list, kwargs: dict, session: remote.Session) -> None:

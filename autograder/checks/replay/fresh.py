@@ -18,15 +18,23 @@ module's own initial weights come from its recorded operators, rerun on the grad
 as in the first run, so they stay what they were unless the check overwrites them.
 
 A record that cannot stand for the function (operators that branch on tensor values, shapes
-that depend on them, calls the check makes differently) raises :class:`.rerun.CannotReplay`:
-the cell is withheld for a person.
+that depend on them, values read into Python, calls the check makes differently) raises
+:class:`.rerun.CannotReplay`: the cell is withheld for a person.
+
+A check whose every call of learner code passes only Python numbers (a mask from sizes, ALiBi's
+slopes, a count, RoPE's parameters) has no tensor to redraw, and a table of the configurations
+its public runs ask for would replay as well as the function. Its second run draws the
+configurations instead (:func:`secret_options`): the check runs again with its ``seed`` drawn
+from a secret and ``thorough`` on, so its random configurations are ones no learner can know in
+advance, and each of those calls is sent to the kernel and recomputed as in the first run.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import nn
@@ -62,3 +70,11 @@ def fresh_inputs() -> Iterator[None]:
     """The check's floating random inputs redrawn from a secret seed (see the docstring)."""
     with _Redraw(secrets.randbits(62)):
         yield
+
+
+def secret_options(check: Callable) -> dict:
+    """The options of a check's second run on configurations drawn from a secret (see the
+    docstring): ``seed`` secret and ``thorough`` on, those of the two the check takes."""
+    takes = inspect.signature(check).parameters
+    options = {"seed": secrets.randbits(62), "thorough": True}
+    return {name: value for name, value in options.items() if name in takes}

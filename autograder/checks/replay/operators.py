@@ -42,7 +42,7 @@ bucketize unique_consecutive _unique2 bincount histc meshgrid broadcast_to atlea
 squeeze_ transpose_ t_ as_strided_ detach_ index_fill index_fill_ scatter_ scatter_add_
 gather_backward masked_scatter_ index_add_ index_copy_ put_ clamp_ copysign is_nonzero equal
 is_same_size allclose isclose diag_embed diag polar complex view_as_complex view_as_real real
-imag"""
+imag constant_pad_nd pad"""
 _REDUCTIONS = """sum mean amax amin max min argmax argmin prod cumsum cumprod logsumexp var std
 var_mean std_mean norm linalg_vector_norm all any count_nonzero sort argsort topk kthvalue
 median nansum nanmean aminmax sum_to_size"""

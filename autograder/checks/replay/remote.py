@@ -59,6 +59,7 @@ class Session:
     depth: int = 0
     calls: list = field(default_factory=list)  # (outline, record) of each call, in order
     replaying: list | None = None  # another session's calls, answered in order without a kernel
+    numbers_only: bool = True  # every call so far: a learner global given only Python numbers
 
     def __post_init__(self):
         self.rerun.allowed = self.allowed
@@ -140,6 +141,16 @@ def _target(session: Session, fn: Any) -> tuple | None:
     return None  # the grader's own code (a backward pass on its tensors): run here
 
 
+def _numbers(value: Any) -> bool:
+    """Whether ``value`` holds only Python numbers (and what names no data: ``None``, a device,
+    a dtype, a string), in tuples, lists and dicts."""
+    if isinstance(value, tuple | list):
+        return all(_numbers(v) for v in value)
+    if isinstance(value, dict):
+        return all(_numbers(v) for v in value.values())
+    return value is None or isinstance(value, bool | int | float | str | torch.device | torch.dtype)
+
+
 def _outline(session: Session, fn, args, kwargs, patches: dict) -> bytes:
     """What a replay of this call must share with its recording: everything but tensor values."""
     modes = {mid: _modes(m) for mid, m in session.modules.items()}
@@ -219,6 +230,7 @@ def _request(session: Session, fn, args, kwargs, modules: list, patches: dict) -
 def _remote(session: Session, fn, args, kwargs, patches: dict) -> tuple:
     with quiet():
         given, modules = call_inputs(fn, args, kwargs)
+        session.numbers_only &= isinstance(fn, Learner) and _numbers((args, kwargs))
         outline = _outline(session, fn, args, kwargs, patches)
         if session.replaying is None:
             request = _request(session, fn, args, kwargs, modules, patches)

@@ -15,7 +15,21 @@ here, from the grader's inputs. The rerun refuses:
   answer is a function of Python values the check drew, and a Python list of numbers made a
   tensor is how real code writes it: ALiBi's slopes, one per head);
   ``arange``'s integer bounds, which are positions, excepted; integer lists longer than
-  :data:`MAX_LIST`;
+  :data:`MAX_LIST`. Integer constants no larger than the largest size of a tensor the call is
+  given are positions too (an index built from Python ints, a ring buffer's slots), free of
+  both rules where every such tensor is floating-point (new inputs redraw those, so an index
+  that encodes one input's answer fails there); where one is an integer or bool tensor (which
+  new inputs keep), 1-D lists no longer than that size, at most :data:`MAX_SHAPE_LISTS`.
+  A 1-D list of floats is a function of the shapes and the call's Python arguments, free of
+  both rules too (a rotary layer's ``inv_freq`` from a Python list), where the call is given a
+  floating-point tensor: new inputs redraw it, and the outputs must still match there, so the
+  list is believed as a vector the computation applies, never as an answer. What could spell
+  an answer for what new inputs keep (angles for the integer positions a check passes) is a
+  table over two dimensions, and stays refused, also where a check writes its floating inputs
+  out rather than drawing them (new inputs keep those): a 2-D constant, float lists whose lengths
+  together exceed the largest size (a table pasted row by row, or in chunks of one size each),
+  more than :data:`MAX_SHAPE_LISTS` lists, and float lists in a call given no floating-point
+  tensor (nothing there is redrawn);
 - a call that had tensor inputs but returns only floating tensors (of more than one element)
   that depend on none of them, and read none of them into Python (``.item()``);
 - more work than any check needs: each operator first runs on shapes only (the meta device), and
@@ -27,10 +41,12 @@ An operator the recorder marks as run by autograd's engine is recomputed as such
 checks' rules (:func:`.measure.engine_replayed`).
 
 A rerun keeps a *trace*: each operator's output shapes and the Python values it returned
-(``.item()``, ``bool(t)``). A second rerun of the same record on other inputs
-(:mod:`.fresh`) is given the first one's trace as ``expected``: where they part, the learner's
-operators depended on the values of their inputs (a branch on ``.item()``, a data-dependent
-shape), and the record cannot stand for the function: :class:`CannotReplay`.
+(``.item()``, ``bool(t)``), and the values of every tensor the call read into Python without an
+operator (``.tolist()``, ``.numpy()``, printing: the kernel logs them as reads). A second rerun
+of the same record on other inputs (:mod:`.fresh`) is given the first one's trace as
+``expected``: where they part, the learner's operators depended on the values of their inputs (a
+branch on ``.item()`` or ``.tolist()``, a data-dependent shape), and the record cannot stand for
+the function: :class:`CannotReplay`.
 
 Shape legend: none; this module recomputes tensors of any shape.
 """
@@ -38,6 +54,7 @@ Shape legend: none; this module recomputes tensors of any shape.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +71,10 @@ from .writes import refuse_writes
 MAX_LITERALS = 32  # distinct literal numbers per call
 MAX_LIST = 16  # numbers in one list argument
 MAX_CONSTANT_ELEMENTS = 1
+# Different lists a call makes from its shapes (integer lists of positions where it is given an
+# integer tensor, float lists): a rotary layer's frequencies and its grouped heads' index are two;
+# an answer spelled row by row needs a row each.
+MAX_SHAPE_LISTS = 4
 # One-element constants per call. The most any correct implementation in the catalogues makes is
 # 609 (a tiled loop's per-tile scalars); an answer spelled one element at a time makes one or more
 # per element, and refusing it before decoding them keeps its grading from costing minutes.
@@ -76,6 +97,9 @@ class Rerun:
     protected: dict = field(default_factory=dict)  # the call's copied inputs' memory (.writes)
     trace: list = field(default_factory=list)  # per operator: output shapes, Python values
     expected: list | None = None  # the trace of the same record rerun on the kernel's inputs
+    sizes: int = 0  # the largest size of a tensor the call sees
+    exact: bool = True  # every tensor the call sees is one a check's new inputs redraw
+    redrawn: bool = False  # some tensor the call sees is one a check's new inputs redraw
 
     def bind_inputs(self, refs: dict, given: dict) -> None:
         if not isinstance(refs, dict) or set(refs) != set(given):
@@ -83,6 +107,9 @@ class Rerun:
         for path, ref in refs.items():
             self.tensors[ref_number(ref)] = given[path]
             self.derived.add(ref)
+        self.sizes = max((max(t.shape, default=1) for t in given.values()), default=0)
+        self.exact = not any(_kept(t) for t in given.values())
+        self.redrawn = not all(_kept(t) for t in given.values())
 
     def run(self, ops: Any, has_inputs: bool, sees_tensors: bool = True) -> None:
         """Recompute the recorded operators, in order. ``has_inputs``: the call was given a
@@ -92,6 +119,7 @@ class Rerun:
             raise ReplayError("the kernel's operator log is malformed")
         literals: set = set()
         self.read_inputs = False
+        shape_lists: set = set()  # lists made from the shapes (see _of_shapes)
         if sum(isinstance(e, dict) and "const" in e for e in ops) > MAX_CONSTANTS:
             raise ReplayError(
                 "your code made more constant tensors than a computation needs: compute the "
@@ -100,9 +128,15 @@ class Rerun:
         for entry in ops:
             if not isinstance(entry, dict):
                 raise ReplayError("the kernel's operator log is malformed")
+            if "read" in entry:
+                self._read(entry["read"])
+                continue
             if "const" in entry:
                 with quiet():
                     value = decode_tensor(entry.get("value"))
+                if self._of_shapes(value, shape_lists):
+                    self.tensors[ref_number(entry["const"])] = value
+                    continue
                 if value.numel() > MAX_CONSTANT_ELEMENTS and has_inputs:
                     raise ReplayError(
                         "your code used a tensor that is neither an input nor computed from one"
@@ -112,6 +146,38 @@ class Rerun:
                 self.tensors[ref_number(entry["const"])] = value
                 continue
             self._one(entry, literals)
+
+    def _of_shapes(self, value: torch.Tensor, lists: set) -> bool:
+        """Whether a constant is a function of the shapes, not values (see the module
+        docstring): integers no larger than the sizes the call sees; where the call sees an
+        integer tensor (which new inputs keep as it was), 1-D such lists no longer than those
+        sizes; 1-D float lists where it sees a floating-point tensor, together no longer than
+        the largest size. At most :data:`MAX_SHAPE_LISTS` different lists per call (added to
+        ``lists``)."""
+        if value.dtype in (torch.bool, torch.uint8) or value.is_complex():
+            return False
+        if value.device.type == "meta" or not value.numel():
+            return False
+        if value.is_floating_point():
+            if not self.redrawn or value.dim() != 1 or value.numel() > self.sizes:
+                return False
+        else:
+            with quiet():
+                within = int(value.abs().max()) <= self.sizes
+            if self.exact or not within:
+                return within
+            if value.dim() != 1 or value.numel() > self.sizes:
+                return False
+        with quiet():
+            key = (value.is_floating_point(), tuple(value.tolist()))
+        if key in lists:
+            return True
+        if len(lists) >= MAX_SHAPE_LISTS:
+            return False
+        if key[0] and len(key[1]) + sum(len(v) for f, v in lists if f) > self.sizes:
+            return False
+        lists.add(key)
+        return True
 
     def _one(self, entry: dict, literals: set) -> None:
         op = aten_op(entry.get("op"), entry.get("overload"))
@@ -133,7 +199,7 @@ class Rerun:
             if self.expected is not None:
                 raise CannotReplay(f"{name} fails on other inputs") from err
             raise ReplayError(f"a recorded operator ({name}) could not be rerun") from err
-        self._follow(name, out)
+        self._follow(name, _observed(out))
         derived = any(r in self.derived for r in used)
         self.bind(entry.get("out"), out, derived)
         if derived and name in ("aten::_local_scalar_dense", "aten::item"):
@@ -143,10 +209,22 @@ class Rerun:
                 if any(r in self.derived for r in used):
                     self.derived.add(ref)
 
-    def _follow(self, name: str, out: Any) -> None:
-        """Add the operator's output shapes and Python values to the trace; on a second rerun,
-        refuse one that departs from the first (see the module docstring)."""
-        seen = _observed(out)
+    def _read(self, ref: Any) -> None:
+        """A tensor's values read into Python without an operator (``.tolist()``, ``.numpy()``,
+        printing it): traced as ``.item()``'s value is, so a record whose reads differ on other
+        inputs cannot stand for the function."""
+        ref = ref_number(ref)
+        if ref not in self.tensors:
+            raise ReplayError("the kernel's record reads a tensor before it exists")
+        if ref in self.derived:
+            self.read_inputs = True
+        with quiet():
+            self._follow("reading a tensor into Python", _digest(self.tensors[ref]))
+
+    def _follow(self, name: str, seen: Any) -> None:
+        """Add what the learner's Python code could see of an operator (:func:`_observed`) or a
+        read to the trace; on a second rerun, refuse one that departs from the first (see the
+        module docstring)."""
         if self.expected is not None:
             at = len(self.trace)
             if at >= len(self.expected) or self.expected[at] != seen:
@@ -216,6 +294,20 @@ def _observed(out: Any) -> Any:
     if isinstance(out, float) and math.isnan(out):
         return "nan"
     return out if isinstance(out, bool | int | float | complex | type(None)) else type(out).__name__
+
+
+def _kept(t: torch.Tensor) -> bool:
+    """Whether a check's new inputs keep ``t`` as it was: integer and bool tensors are not
+    redrawn (:mod:`.fresh`)."""
+    return not (t.is_floating_point() or t.is_complex())
+
+
+def _digest(t: torch.Tensor) -> tuple:
+    """A tensor's shape, dtype and values, as one comparable value."""
+    if t.device.type == "meta":
+        return (tuple(t.shape), str(t.dtype))
+    data = t.detach().contiguous().reshape(-1).view(torch.uint8)
+    return (tuple(t.shape), str(t.dtype), hashlib.sha256(data.numpy().tobytes()).hexdigest())
 
 
 def _count_constant(value: torch.Tensor, literals: set) -> None:
