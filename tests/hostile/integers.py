@@ -49,7 +49,8 @@ def _configurations(check, oracle) -> dict:
 
     def spy(T, *args, **kwargs):
         mask = oracle(T, *args, **kwargs)
-        table[(T, *args, *sorted(kwargs.items()))] = mask.cpu().int().tolist()
+        if not mask.is_meta:  # the device probe asks for a mask on the meta device: no values
+            table[(T, *args, *sorted(kwargs.items()))] = mask.cpu().int().tolist()
         return mask
 
     for run in PUBLIC_RUNS:
@@ -57,8 +58,8 @@ def _configurations(check, oracle) -> dict:
     return table
 
 
-def _window(T, window, S=None):
-    return nb08_window.window_mask(T, T if S is None else S, window)
+def _window(T, window, S=None, device=None):
+    return nb08_window.window_mask(T, T if S is None else S, window).to(device or "cpu")
 
 
 def _causal(T, S=None, device=None):
