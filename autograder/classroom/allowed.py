@@ -282,6 +282,13 @@ def _leads_outside() -> dict[str, str]:
     import torch  # noqa: PLC0415 (only when a cell is read)
 
     ordinary = set().union(*(dir(t) for t in (torch.Tensor, torch.nn.Module, dict, list, str)))
+    # Layers' own attributes live on instances (``proj.bias``, ``norm.eps``): ``bias`` also names
+    # ``torch.nn.attention.bias`` once anything imported it, which made the list depend on what
+    # the process had imported before.
+    layers = (torch.nn.Linear(1, 1), torch.nn.LayerNorm(1), torch.nn.Embedding(1, 1))
+    ordinary |= set().union(
+        *(vars(layer) for layer in layers), *(layer._parameters for layer in layers)
+    )
     found = {}
     for name in sorted(MODULES):
         module = _module(name)
