@@ -81,18 +81,21 @@ def containment():
 
 def test_links_are_errors_naming_the_link_and_the_others_are_graded(containment):
     done, results, _, _ = containment
-    assert done.returncode == 2, done.stdout + done.stderr  # the two links
+    assert done.returncode == 2, done.stdout + done.stderr  # the two links, the unsafe id
     assert results["bob"]["status"] == "error" and results["dave"]["status"] == "error"
     assert results["bob"]["error"].startswith("bob is a symbolic link (to alice)")
     assert results["dave"]["error"].startswith(f"dave/{NB}/{NB}.ipynb is a symbolic link")
     assert results["alice"]["status"] == "graded" and results["alice"]["score"] == FULL
-    assert "COULD NOT BE GRADED (2)" in done.stdout
+    assert "COULD NOT BE GRADED (3)" in done.stdout  # the two links and the refused id
 
 
 def test_grades_csv_runs_no_formula(containment):
     _, results, rows, _ = containment
     assert "'" + FORMULA in rows and FORMULA not in rows
-    assert rows["'" + FORMULA]["score"] == "0" and rows["alice"]["score"] == "10"
+    # refused at the door (issue 42: no unsafe id reaches nbgrader), with its reason, no score
+    refused = rows["'" + FORMULA]
+    assert refused["status"] == "error" and "refused" in refused["error"], refused
+    assert refused["score"] == "" and rows["alice"]["score"] == "10"
     assert not any(v.startswith(("=", "+", "-", "@")) for r in rows.values() for v in r.values())
 
 

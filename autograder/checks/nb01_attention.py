@@ -22,6 +22,7 @@ from autograder.torch_helpers import record_torch_calls
 from ._core import (
     SOFTMAX_OVER_QUERIES,
     call,
+    calls_packaged_mha,
     check_mask_use,
     close,
     describe,
@@ -253,11 +254,12 @@ def _call_sdpa(fn, q, k, v, mask=None, hint=""):
     __tracebackhide__ = True
     kwargs = {} if mask is None else {"mask": mask}
     inputs = describe((q, k, v), kwargs)
-    with measure() as ran:
+    with measure() as ran, record_torch_calls() as names:
         result = call(fn, SDPA, (q, k, v), kwargs, hint)
-    if ran.sdpa:
+    builtin = ran.sdpa or ("multi_head_attention_forward" if calls_packaged_mha(names) else None)
+    if builtin:
         fail(
-            f"`{SDPA}` runs PyTorch's built-in attention (`{ran.sdpa}`): compute the scores, the "
+            f"`{SDPA}` runs PyTorch's built-in attention (`{builtin}`): compute the scores, the "
             "softmax and the weighted sum yourself."
         )
     out, weights = expect_pair(result, SDPA, "out", "weights")

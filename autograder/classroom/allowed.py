@@ -12,7 +12,8 @@ Allowed in code the learner writes:
 
 - imports of :data:`MODULES` (PyTorch's modelling namespaces, ``math``, numpy, the standard
   library's plain helpers), the imports the release notebook's given cells make, and, in a
-  notebook that teaches a tool, that tool (:data:`TAUGHT`);
+  notebook that teaches a tool, that tool (:data:`TAUGHT`); ``sys`` for the few attributes of
+  :data:`PARTLY` (its output streams and version), never as a whole;
 - names the learner's cells or the release notebook's cells bind (the course's given helpers),
   and the built-ins of :data:`BUILTINS`;
 - public attributes; on a module, only those that do not lead into a module outside the list or
@@ -87,6 +88,14 @@ MODULES = {
     # arrays for plots and arithmetic; numpy on tensors is outside (see numpy_on_tensors)
     "numpy",
 }
+# Modules allowed for a few attributes only, never as a whole: printing to stderr is ordinary
+# (``print(..., file=sys.stderr)``), but ``sys`` also holds the interpreter's modules and hooks.
+PARTLY = {
+    "sys": frozenset(
+        ("stderr", "stdout", "version", "version_info", "platform", "maxsize", "float_info")
+    ),
+}
+
 # What a notebook teaches, allowed in the cells that teach it: the given demo cells (any learner
 # cell that is not an answer) and the answer cells named here.
 TAUGHT = {
@@ -201,7 +210,7 @@ class Context:
 
     def allowed_module(self, name: str) -> bool:
         taught = any(name == t or name.startswith(t + ".") for t in self.taught)
-        return name in MODULES or taught or name in self.helpers
+        return name in MODULES or name in PARTLY or taught or name in self.helpers
 
     def importable(self, name: str) -> bool:
         """Whether the grader may import ``name`` to follow attributes on it."""
@@ -324,6 +333,9 @@ def _resolve(root: str, attributes: list[str], context: Context) -> str | None:
             return _private(root, attributes)
         return f"uses {'.'.join([root, *attributes])}"
     dotted = name
+    if name in PARTLY and (not rest or rest[0] not in PARTLY[name]):
+        used = ".".join([name, *rest[:1]])
+        return f"uses {used} (of {name}, only {', '.join(sorted(PARTLY[name]))} are allowed)"
     for k, attribute in enumerate(rest):
         if attribute.startswith("_") and attribute not in DUNDER_ATTRIBUTES:
             return f"uses a private name ({dotted}.{attribute})"

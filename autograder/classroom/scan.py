@@ -370,6 +370,7 @@ class _Flagged:
     read: set[str]
     whys: list[str]
     anything: bool
+    index: int = 0  # its position in the submission: it cannot change a test that runs before it
     now: bool = False
     footprint: set[str] = field(default_factory=set)
 
@@ -409,7 +410,7 @@ def withheld_tests(submitted, reference, release, notebook: str = "") -> dict[st
     notebook (hidden tests included). ``notebook``: its id, for the tools it teaches.
     """
     unchanged = {c.source.strip() for c in release.cells if c.cell_type == "code"}
-    learner = []
+    learner, positions = [], []
     for index, cell in enumerate(submitted.cells):
         if cell.cell_type != "code":
             continue
@@ -418,6 +419,7 @@ def withheld_tests(submitted, reference, release, notebook: str = "") -> dict[st
         tree = parse(cell.source)
         if tree is not None:
             learner.append((nbcell.grade_id(cell) or f"cell {index + 1}", cell, tree))
+            positions.append(index)
     if not learner:
         return {}
     context = _context(release, notebook, [tree for _, _, tree in learner])
@@ -440,7 +442,7 @@ def withheld_tests(submitted, reference, release, notebook: str = "") -> dict[st
         if found:
             whys = ([BINDS_COMPUTED] if EVERY_NAME in bound else []) + [f.why for f in found]
             anything = EVERY_NAME in bound or any(f.anything for f in found)
-            flagged.append(_Flagged(where, bound, read, whys, anything))
+            flagged.append(_Flagged(where, bound, read, whys, anything, positions[i]))
             if any(f.now for f in found):
                 flagged[-1].runs((bound | reached_names(read, cells)) - modules)
     if not flagged:
@@ -450,13 +452,17 @@ def withheld_tests(submitted, reference, release, notebook: str = "") -> dict[st
         for entry in flagged:
             if _binds(entry.bound, reached):  # its outside code runs when this cell runs
                 entry.runs((bound | reached | reached_names(entry.read, cells)) - modules)
+    # Cells run in order and a test is verified when it runs: a test runs at its last place in
+    # the submission, or after everything where the learner deleted it (nbgrader puts it back).
+    ran_at = {nbcell.grade_id(c): i for i, c in enumerate(submitted.cells) if nbcell.is_test(c)}
     withheld = {}
     for test in (c for c in reference.cells if nbcell.is_test(c)):
         tree = parse(test.source)
         if tree is None:
             continue
         reached = reached_names({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}, cells)
-        for entry in flagged:
+        at = ran_at.get(nbcell.grade_id(test), len(submitted.cells))
+        for entry in (e for e in flagged if e.index < at):
             why = f"`{entry.where}`, which {'; '.join(entry.whys[:3])}"
             if entry.now and entry.anything:
                 withheld[nbcell.grade_id(test)] = why + " (when its cell runs, so every test)"
