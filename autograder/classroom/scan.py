@@ -429,6 +429,9 @@ def withheld_tests(submitted, reference, release, notebook: str = "") -> dict[st
     flagged: list[_Flagged] = []
     for i, (where, cell, tree) in enumerate(learner):
         context.taught = allowed.taught(notebook, nbcell.grade_id(cell), nbcell.is_answer(cell))
+        context.arithmetic = allowed.arithmetic(
+            notebook, nbcell.grade_id(cell), nbcell.is_answer(cell)
+        )
         found = allowed.outside(tree, context)
         bound, read = cells[i]
         if not any(f.why.startswith("uses numpy on tensors") for f in found):

@@ -236,6 +236,22 @@ def window_cache_bytes(
     return _on_a_thread(compute)
 """
 
+NB09_COUNTED = """import torch
+from torch import nn
+
+
+def _count(module):
+    return sum(p.numel() for p in module.parameters())
+
+
+answer_params_gpt2_small = _count(nn.MultiheadAttention(768, 12, device="meta")) - 3 * 768
+answer_params_mha = _count(nn.MultiheadAttention(4096, 32, bias=False, device="meta"))
+_projections = [(4096, 4096), (4096, 1024), (4096, 1024), (4096, 4096)]
+answer_params_gqa = _count(
+    nn.ModuleList(nn.Linear(i, o, bias=False, device="meta") for i, o in _projections)
+)
+"""
+
 NB09_ATTACK = """B, T, C, nh = 2, 128, 512, 8
 answer_flops = int(_measured_flops(B, T, C, nh))
 answer_matmuls_loop = 12 * (3 + 2) + 1
@@ -404,14 +420,21 @@ ATTACKS = (
         "al_nb09_flops_by_name",
         NB09,
         7,
-        ("test_numbers_flops",),
+        (
+            "test_numbers_flops",
+            "test_numbers_params_gpt2_small",
+            "test_numbers_params_mha",
+            "test_numbers_params_gqa",
+        ),
         "the FLOP number measured by FlopCounterMode, reached with pkgutil.resolve_name and split "
-        "strings, on a worker thread",
+        "strings, on a worker thread; the parameter counts read off modules built in the answer "
+        "cell on the meta device",
         "solution",
         (
             _after("setup", ON_A_THREAD),
             _after("setup", FLOPS_BY_NAME),
             Edit("answer", "numbers_compute", NB09_ATTACK),
+            Edit("answer", "numbers_params", NB09_COUNTED),
         ),
     ),
     Attack(
