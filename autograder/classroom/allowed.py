@@ -120,7 +120,8 @@ HANDS_OFF = {
     "torch.from_file": "maps a file (torch.from_file)",
 }
 BUILTINS = {
-    *("abs", "all", "any", "bool", "callable", "chr", "complex", "dict", "divmod", "enumerate"),
+    *("abs", "all", "any", "bool", "bytearray", "bytes", "callable", "chr", "complex", "dict"),
+    *("divmod", "enumerate"),
     *("filter", "float", "format", "frozenset", "hasattr", "hash", "id", "int", "isinstance"),
     *("issubclass", "iter", "len", "list", "map", "max", "min", "next", "object", "ord", "pow"),
     *("print", "property", "range", "repr", "reversed", "round", "set", "slice", "sorted"),
