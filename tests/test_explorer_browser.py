@@ -686,9 +686,22 @@ def _current_panel(page) -> str:
 
 
 def _save_what_the_page_shows(page) -> None:
-    """Ctrl+S, until the tab is saved."""
-    page.keyboard.press("Control+s")
-    page.wait_for_selector("li.lm-TabBar-tab.jp-mod-current:not(.jp-mod-dirty)")
+    """Ctrl+S, until the tab is saved: an output that arrives after a save (a widget drawn late)
+    makes the notebook unsaved again, so a save that left it unsaved is made again (a fresh-clone
+    run once waited 60 s on one Ctrl+S). A dialog that appears instead fails with its text."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    clean = "li.lm-TabBar-tab.jp-mod-current:not(.jp-mod-dirty)"
+    for _ in range(4):
+        page.keyboard.press("Control+s")
+        with contextlib.suppress(PlaywrightTimeout):
+            page.wait_for_selector(clean, timeout=15_000)
+            return
+        dialog = page.locator(".jp-Dialog")
+        if dialog.count():
+            pytest.fail(f"saving showed a dialog: {dialog.first.inner_text()[:500]}")
+    tab = page.locator("li.lm-TabBar-tab.jp-mod-current").first.inner_text()
+    pytest.fail(f"{tab} stayed unsaved after four Ctrl+S, 15 s apart")
 
 
 # The text each ipywidgets Output widget shows (its outputs are not saved in the file).
