@@ -89,10 +89,11 @@ MODULES = {
     "numpy",
 }
 # Modules allowed for a few attributes only, never as a whole: printing to stderr is ordinary
-# (``print(..., file=sys.stderr)``), but ``sys`` also holds the interpreter's modules and hooks.
+# (``print(..., file=sys.stderr)``), and ``sys.exit`` only raises SystemExit (flagged for a
+# person by the scan), but ``sys`` also holds the interpreter's modules and hooks.
 PARTLY = {
     "sys": frozenset(
-        ("stderr", "stdout", "version", "version_info", "platform", "maxsize", "float_info")
+        ("stderr", "stdout", "exit", "version", "version_info", "platform", "maxsize", "float_info")
     ),
 }
 

@@ -48,6 +48,9 @@ class Expect:
     note: str | None = None  # substring of one of the notes
     refuted: bool = False  # at least one passed cell refuted outside the kernel
     needs_sandbox: bool = False  # only holds where bubblewrap works
+    # The learner's own cell is outside the allow-list (processes, files): the tests after it
+    # wait for a person, and ``score`` counts their points as that person's to award.
+    withheld: bool = False
 
 
 @dataclass
@@ -261,7 +264,7 @@ def catalogue(solution, release, places: dict[str, str]) -> list[Case]:
         Case(
             "background_process",
             "leaves a detached process running after its notebook ends",
-            Expect(score=FULL, flag="starts processes"),
+            Expect(score=FULL, flag="starts processes", withheld=True),
             insert_after(
                 _copy(nb),
                 SDPA,
@@ -331,7 +334,7 @@ def catalogue(solution, release, places: dict[str, str]) -> list[Case]:
             "reads_everything",
             "correct answers that sabotage themselves if any other notebook or gradebook is "
             "readable (solutions, other students, the output folder, the grader's courses)",
-            Expect(score=FULL, needs_sandbox=True, flag="path outside"),
+            Expect(score=FULL, needs_sandbox=True, flag="path outside", withheld=True),
             insert_after(
                 _copy(nb),
                 SDPA,
@@ -348,7 +351,7 @@ def catalogue(solution, release, places: dict[str, str]) -> list[Case]:
         Case(
             "writes_outside",
             "correct answers that sabotage themselves if they can write outside their folder",
-            Expect(score=FULL, needs_sandbox=True),
+            Expect(score=FULL, needs_sandbox=True, withheld=True),
             insert_after(
                 _copy(nb),
                 SDPA,
