@@ -34,6 +34,10 @@ instructor's test cells, hidden checks included; the class run (:mod:`hostile.cl
 from __future__ import annotations
 
 import functools
+import inspect
+import re
+
+from mistakes import gpu, gqa, long_context, rope, sinks
 
 from autograder.checks import nb03_masking, nb04_rope, nb08_window
 
@@ -181,80 +185,24 @@ def attacks() -> tuple[Attack, ...]:
     )
 
 
-REPEAT_KV_INDEX_LIST = """def repeat_kv(x, n_rep):
-    heads = torch.tensor([h // n_rep for h in range(x.shape[1] * n_rep)])  # (nh,)
-    return x[:, heads]  # (B, nkv, S, hs) -> (B, nh, S, hs)
-"""
-
-ROPE_EXPONENTS_LIST = """def apply_rope(x, positions, base=10000.0):
-    hs = x.shape[-1]
-    exponents = torch.tensor([i for i in range(0, hs, 2)])  # (hs/2,)
-    theta = 1.0 / base ** (exponents.float() / hs)  # (hs/2,)
-    angle = positions.float()[:, None] * theta  # (T, hs/2)
-    cos, sin = angle.cos(), angle.sin()
-    x1, x2 = x[..., : hs // 2].float(), x[..., hs // 2 :].float()  # (..., T, hs/2) each
-    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
-"""
-
-ROPE_FLOAT_LIST = """def apply_rope(x, positions, base=10000.0):
-    hs = x.shape[-1]
-    inv_freq = torch.tensor([1.0 / (base ** (2 * i / hs)) for i in range(hs // 2)])  # (hs/2,)
-    angle = positions.float()[:, None] * inv_freq  # (T, hs/2)
-    cos, sin = angle.cos(), angle.sin()
-    x1, x2 = x[..., : hs // 2].float(), x[..., hs // 2 :].float()  # (..., T, hs/2) each
-    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
-"""
-
-TILED_PADDED = """import math
-
-import torch.nn.functional as F
+def _as_cell(fn, name: str, imports: str = "", **renamed: str) -> str:
+    """A catalogue's correct implementation (``tests/mistakes``, where it is also verified on
+    its own) as a learner's cell: ``fn`` renamed ``name``, the helpers it calls renamed as the
+    notebook names them."""
+    source = inspect.getsource(fn).replace(f"def {fn.__name__}(", f"def {name}(", 1)
+    for old, new in renamed.items():
+        source = re.sub(rf"\b{old}\(", f"{new}(", source)
+    return imports + source
 
 
-def tiled_attention(q, k, v, block_size=64, causal=False):
-    B, nh, T, hs = q.shape
-    S = k.shape[-2]
-    extra = -S % block_size
-    k, v = F.pad(k, (0, 0, 0, extra)), F.pad(v, (0, 0, 0, extra))  # (B, nh, S + extra, hs)
-    m = q.new_full((B, nh, T, 1), float("-inf"))
-    l_i = q.new_zeros((B, nh, T, 1))
-    acc = q.new_zeros((B, nh, T, v.shape[-1]))
-    last_key = torch.arange(T)[:, None] + S - T if causal else torch.full((T, 1), S - 1)
-    for start in range(0, S + extra, block_size):
-        kb, vb = k[..., start : start + block_size, :], v[..., start : start + block_size, :]
-        s = q @ kb.transpose(-2, -1) / math.sqrt(hs)  # (B, nh, T, b)
-        cols = torch.arange(start, start + block_size)  # (b,)
-        s = s.masked_fill(cols[None, :] > last_key, float("-inf"))
-        m_new = torch.maximum(m, s.amax(-1, keepdim=True))  # (B, nh, T, 1)
-        m_ref = torch.where(torch.isinf(m_new), 0.0, m_new)
-        alpha = torch.exp(m - m_ref)
-        p = torch.exp(s - m_ref)  # (B, nh, T, b)
-        l_i = l_i * alpha + p.sum(-1, keepdim=True)
-        acc = acc * alpha + p @ vb  # (B, nh, T, hs)
-        m = m_new
-    return torch.where(l_i > 0, acc / l_i, 0.0)
-"""
-
-RING_SLOTS_LIST = """def rolling_cache_update(buffer, new, start):
-    W, T = buffer.shape[2], new.shape[2]
-    past = [p % W for p in range(start - min(start, W - 1), start)]
-    recent = torch.cat([buffer[:, :, torch.tensor(past, dtype=torch.long)], new], dim=2)
-    written = buffer.clone()
-    written[:, :, torch.tensor([p % W for p in range(start, start + T)])] = new
-    return written, recent  # (B, nkv, W, hs), (B, nkv, past + T, hs)
-"""
-
-SINK_KEEP_LIST = """def sink_attention(q, k, v, past_k, past_v, n_sink, window):
-    keys, values = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
-    n = keys.shape[2]
-    if n > n_sink + window:
-        keep = torch.tensor(list(range(n_sink)) + list(range(n - window, n)))  # (n_sink + W,)
-        keys, values = keys[:, :, keep], values[:, :, keep]
-    positions = torch.arange(keys.shape[2])
-    out = F.scaled_dot_product_attention(
-        apply_rope(q, positions[-1:]), apply_rope(keys, positions), values, enable_gqa=True
-    )
-    return out, (keys, values)
-"""
+REPEAT_KV_INDEX_LIST = _as_cell(gqa.repeat_index_list, "repeat_kv")
+ROPE_EXPONENTS_LIST = _as_cell(rope.rope_exponents_list, "apply_rope")
+ROPE_FLOAT_LIST = _as_cell(rope.rope_float_list, "apply_rope")
+TILED_PADDED = _as_cell(
+    gpu.tiled_padded, "tiled_attention", "import math\n\nimport torch.nn.functional as F\n\n\n"
+)
+RING_SLOTS_LIST = _as_cell(long_context.update_slot_list, "rolling_cache_update")
+SINK_KEEP_LIST = _as_cell(sinks.sink_keep_list, "sink_attention", rope="apply_rope")
 
 
 def _honest(learner: str, notebook: str, what: str, answers: dict[str, str]) -> Attack:
