@@ -212,6 +212,9 @@ def test_scan_flags_suspicious_patterns(source, flag):
         "x.numpy()",
         "import pkgutil\npkgutil.resolve_name('torch.utils.flop_counter:FlopCounterMode')",
         "class T(torch.Tensor):\n    def __torch_function__(cls, *a):\n        pass",
+        # the same class made by type() from a dict (found attacking the allow-list afterwards)
+        "T = type('T', (torch.Tensor,), dict(__torch_function__=classmethod(lambda *a: 0)))",
+        "T = type('T', (torch.Tensor,), {})",
     ],
 )
 def test_scan_finds_code_outside_the_allow_list(source):

@@ -583,6 +583,11 @@ class _Reader(ast.NodeVisitor):
         is a public one written out (see :meth:`_public`)."""
         func, args = node.func, node.args
         by_name = isinstance(func, ast.Name) and func.id not in self.local
+        if by_name and func.id == "type" and len(args) == 3:  # a class from a dict of methods
+            self.out("makes a class from a dict (type with three arguments)")
+        for keyword in node.keywords:  # dict(__torch_function__=f): a dunder name, spelled
+            if keyword.arg and DUNDER.fullmatch(keyword.arg):
+                self.out(f"names {keyword.arg} as a keyword")
         arity = {"getattr": (2, 3), "setattr": (3, 3)}.get(func.id if by_name else "", (0, -1))
         if arity[0] <= len(args) <= arity[1] and not node.keywords and self._public(args[1]):
             on_module = isinstance(args[0], ast.Name) and self._module_of(args[0].id)
