@@ -32,7 +32,7 @@ from pathlib import Path
 import jupytext
 
 from autograder import nbcell, paths
-from autograder.nbgrader_run import NbgraderRun
+from autograder.grader.nbgrader_run import NbgraderRun
 
 RUN_ALL_GOES_ON = "raises-exception"  # the cell tag JupyterLab's Run All does not stop at
 PAGES = ["START_HERE.md"]  # course-wide pages, next to the notebook folders

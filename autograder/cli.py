@@ -34,8 +34,8 @@ def _cmd_check(args) -> int:
 
         out = sys.stderr if args.json else sys.stdout  # --json: stdout holds the JSON alone
         print(format_header(path, args.budget), file=out, flush=True)
-    from autograder.classroom.isolation import Limits
-    from autograder.grading import Submission, grade_submissions
+    from autograder.grader.isolation import Limits
+    from autograder.grader.one_notebook import Submission, grade_submissions
     from autograder.notebook_files import NotebookError, identify, read_notebook
     from autograder.report import format_result
 
@@ -47,7 +47,7 @@ def _cmd_check(args) -> int:
     limits = Limits(cell_timeout_s=args.cell_timeout, notebook_budget_s=args.budget)
     (result,) = grade_submissions([Submission(nb_id, "learner", path.resolve())], limits=limits)
     result.notebook = str(path)
-    from autograder import saved_grades
+    from autograder.grader import saved_grades
 
     saved_grades.save(path, limits, result)  # progress reuses it while the file is unchanged
     if args.json:

@@ -26,7 +26,7 @@ from pathlib import Path
 import nbformat
 
 from autograder import paths
-from autograder.nbgrader_run import put_environment_on_path
+from autograder.grader.nbgrader_run import put_environment_on_path
 
 JUPYTER_CONFIG = Path(__file__).resolve().parent / "jupyter_config"
 START_PAGE = "START_HERE.md"

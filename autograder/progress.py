@@ -3,7 +3,7 @@
 A notebook whose answer cells are still those of the release (``course/``) is "not started" and
 is not graded at all, so an untouched ``work/`` is reported in about a second. A notebook whose
 file is unchanged since its last ``check`` or ``progress`` keeps that grade
-(:mod:`autograder.saved_grades`). The others are graded by nbgrader, as ``check`` does, and
+(:mod:`autograder.grader.saved_grades`). The others are graded by nbgrader, as ``check`` does, and
 ``progress`` says first how many and about how long that takes.
 """
 
@@ -61,9 +61,9 @@ def _score(score: str, maximum: float, written: int) -> str:
 
 def _grade(submissions: list) -> list:
     """Each submission's saved grade where its file is unchanged, else a new one (saved)."""
-    from autograder import saved_grades
-    from autograder.classroom.isolation import Limits
-    from autograder.grading import grade_submissions
+    from autograder.grader import saved_grades
+    from autograder.grader.isolation import Limits
+    from autograder.grader.one_notebook import grade_submissions
 
     limits = Limits()
     saved = {s.notebook_id: saved_grades.load(s.path, limits) for s in submissions}
@@ -105,7 +105,7 @@ def progress(folder: Path, echo=print) -> bool:
             maximum += points
             lines[nb_id] = f"{_score('-', points, written):<20} not started"
             continue
-        from autograder.grading import Submission
+        from autograder.grader.one_notebook import Submission
         from autograder.notebook_files import NotebookError, read_notebook
 
         try:

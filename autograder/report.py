@@ -2,8 +2,8 @@
 
 ``check`` ends every run with one line: the score, the first test to fix and the section of the
 notebook it tests, so the line a learner needs is the last one in the terminal. Test cells that
-only say their exercise is not written yet (:func:`autograder.messages.is_unfinished`) share one
-line, so an unfinished notebook does not scroll its score off the top.
+only say their exercise is not written yet (:func:`autograder.grader.messages.is_unfinished`)
+share one line, so an unfinished notebook does not scroll its score off the top.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from autograder import nbcell, paths
-from autograder.messages import is_unfinished
+from autograder.grader.messages import is_unfinished
 
 if TYPE_CHECKING:  # grading imports nbgrader and torch: seconds, and the header comes at once
-    from autograder.grading import NotebookResult
+    from autograder.grader.one_notebook import NotebookResult
 
 TYPICAL_GRADING = "15-30 s"  # measured for solved notebooks 01, 04 and 07 on a laptop-class CPU
 

@@ -5,7 +5,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 
 from autograder import paths
-from autograder.grading import NotebookResult, Submission, grade_submissions
+from autograder.grader.one_notebook import NotebookResult, Submission, grade_submissions
 
 
 def _problems(solution: NotebookResult, release: NotebookResult) -> list[str]:

@@ -6,7 +6,7 @@ would paste it: its source, after the helpers and imports of its catalogue modul
 (transitively, a sibling catalogue's helpers included). The cell is read in its notebook's
 context (the release's given cells and imports, the tools taught in that answer cell), and the
 implementation *stays with the grader* when nothing in it is outside the allow-list of
-:mod:`autograder.classroom.allowed`; otherwise every test reaching it is withheld for a person.
+:mod:`autograder.grader.allowed`; otherwise every test reaching it is withheld for a person.
 
 ``before`` reads the same cells with the deny-lists of ``scan.py`` at fcac697 (the commit before
 the allow-list), loaded from git; ``after`` with the allow-list. ``tests/test_allowlist.py``
@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mistakes import catalogues  # noqa: E402
 
 from autograder import nbcell, paths  # noqa: E402
-from autograder.classroom import allowed, scan  # noqa: E402
+from autograder.grader import allowed, scan  # noqa: E402
 
 BEFORE = "fcac697"  # the last commit with scan.py's deny-lists
 
@@ -178,7 +178,7 @@ def _before() -> types.ModuleType | None:
     """``scan.py`` as it was at :data:`BEFORE`, or None without the repository's history."""
     try:
         text = subprocess.run(
-            ["git", "show", f"{BEFORE}:autograder/classroom/scan.py"],
+            ["git", "show", f"{BEFORE}:autograder/grader/scan.py"],
             capture_output=True,
             text=True,
             check=True,

@@ -115,7 +115,7 @@ def grade_all(venv: Path, tmp: Path) -> tuple[bool, str]:
         nbformat.write(filled(release, solution), folder / f"{nb_id}.ipynb")
     out = tmp / "graded"
     done = _run(venv, "-m", "autograder", "grade", str(subs), "--out", str(out), cwd=tmp)
-    results = [json.loads(p.read_text()) for p in sorted(out.glob("results/*/answers.json"))]
+    results = [json.loads(p.read_text()) for p in sorted(out.glob("grader/results/*/answers.json"))]
     lines, full = [], 0
     for r in results:
         cells = [c for nb in r.get("notebooks", []) for c in nb["cells"]]

@@ -32,7 +32,7 @@ def run_top_to_bottom(notebook_id: str) -> str | None:
     import nbformat
     from nbclient import NotebookClient
 
-    from autograder.kernel_channels import KernelManager
+    from autograder.grader.kernel_channels import KernelManager
 
     _kernel_environment()
     nb = nbformat.read(paths.solution_notebook(notebook_id), as_version=4)

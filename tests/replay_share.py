@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mistakes import HIDDEN, catalogues  # noqa: E402
 
-from autograder.checks.replay import cells, operators, remote  # noqa: E402
+from autograder.checks import operators, registry  # noqa: E402
+from autograder.grader.verify import cells, remote  # noqa: E402
 
 ALLOWED = operators.DEFAULT | operators.SDPA | operators.MODEL
 
@@ -33,9 +34,9 @@ def outcome(entry) -> tuple[str, str]:
     run = dict(HIDDEN) if HIDDEN in entry.runs or not entry.runs else dict(entry.runs[-1])
     name = getattr(entry.check, "__name__", "")
     try:
-        allowed = cells.allowed_operators(name)
-        if cells.unverifiable(name):  # Triton: no record to replay, by design
-            return "not verifiable", cells.unverifiable(name)
+        allowed = registry.allowed_operators(name)
+        if registry.unverifiable(name):  # Triton: no record to replay, by design
+            return "not verifiable", registry.unverifiable(name)
     except ValueError:  # a catalogue's wrapper around a check
         allowed = ALLOWED
     verdict = cells.verify_check(entry.check, [remote.Learner("fn")], run, kernel, allowed)

@@ -19,7 +19,7 @@ from test_classroom import _withholding_case
 
 from autograder import paths
 from autograder.build import instructor_notebook_text
-from autograder.classroom import scan
+from autograder.grader import scan
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.learner)

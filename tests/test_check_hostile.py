@@ -251,7 +251,7 @@ def test_kernel_killed_by_the_learner(tmp_path):
 @pytest.mark.slow
 def test_oversized_notebook_is_an_error_with_advice(tmp_path, monkeypatch, capsys):
     """The fifth kind of corrupt file (the others: test_cli): too big to grade."""
-    from autograder.classroom import structure
+    from autograder.grader import structure
 
     monkeypatch.setattr(structure, "MAX_NOTEBOOK_BYTES", 1000)
     path = tmp_path / f"{NB}.ipynb"

@@ -9,7 +9,7 @@ from mistakes import block, cross, dropout
 from mistakes.multihead import MHASeparate
 
 from autograder.checks import CheckFailure, nb02_block, nb02_cross, nb02_dropout
-from autograder.checks.replay import cells
+from autograder.grader.verify import cells
 
 # Correct implementations, catalogued mistakes and stubs: tests/test_mistakes.py.
 

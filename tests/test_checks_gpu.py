@@ -8,7 +8,7 @@ from mistakes import gpu_backward, stub
 from autograder import build, nbcell, paths
 from autograder.checks import nb06_backward
 from autograder.checks import nb06_gpu as checks
-from autograder.checks.replay.measure import measure
+from autograder.checks.measure import measure
 from autograder.tools import triton_support
 
 # Correct implementations, catalogued mistakes and stubs (Triton's too): tests/test_mistakes.py.
@@ -90,7 +90,7 @@ def test_importing_the_checks_does_not_import_triton():
     import sys
 
     code = "import sys, autograder.checks, autograder.checks.nb01_attention\n"
-    code += "import autograder.checks.replay.cells\n"
+    code += "import autograder.grader.verify.cells\n"
     code += "print(sorted(m for m in sys.modules if m == 'triton'))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout

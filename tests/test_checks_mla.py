@@ -13,7 +13,7 @@ from mistakes import mla as impls
 
 from autograder.checks import CheckFailure, _latent
 from autograder.checks import nb08_mla as checks
-from autograder.checks.replay import cells
+from autograder.grader.verify import cells
 
 
 def test_published_numbers():

@@ -1,5 +1,5 @@
 """Notebook 04's rotary-embedding checks pass correct code, name each classic mistake, and give
-the same verdict when the grader verifies them on a kernel's record (``checks.replay``)."""
+the same verdict when the grader verifies them on a kernel's record (``grader.verify``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from mistakes import rope as impls
 
 from autograder.checks import CheckFailure
 from autograder.checks import nb04_rope as checks
-from autograder.checks.replay import cells
+from autograder.grader.verify import cells
 
 # Correct implementations, catalogued mistakes and stubs: tests/test_mistakes.py.
 CORRECT = [(c.check, c.name, c.impl) for c in impls.CORRECT]

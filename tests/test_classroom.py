@@ -18,10 +18,13 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from autograder import nbcell, paths
-from autograder.classroom.execute import GradingExecute
-from autograder.classroom.files import folder_digest, read_json, write_atomic
 from autograder.classroom.grade import Job, discover, shard_of
-from autograder.classroom.gradebook import (
+from autograder.classroom.identical import flag_identical
+from autograder.classroom.pool import Pool, next_job
+from autograder.grader.execute import GradingExecute
+from autograder.grader.feedback import ClassroomFeedback
+from autograder.grader.files import folder_digest, read_json, write_atomic
+from autograder.grader.gradebook import (
     MergeError,
     copy_assignment,
     export_csv,
@@ -30,20 +33,17 @@ from autograder.classroom.gradebook import (
     submission_record,
     write_submission,
 )
-from autograder.classroom.identical import flag_identical
-from autograder.classroom.isolation import Isolation, Limits, bwrap_argv, describe, kernel_env
-from autograder.classroom.launch import launch_argv
-from autograder.classroom.pool import Pool, next_job
-from autograder.classroom.scan import (
+from autograder.grader.isolation import Isolation, Limits, bwrap_argv, describe, kernel_env
+from autograder.grader.launch import launch_argv
+from autograder.grader.scan import (
     outside_the_list,
     scan_notebook,
     scan_source,
     withheld_tests,
 )
-from autograder.classroom.structure import SubmissionError, prepare, restore_structure
-from autograder.classroom.worker import verdict
-from autograder.classroom.zygote import _empty
-from autograder.feedback import ClassroomFeedback
+from autograder.grader.structure import SubmissionError, prepare, restore_structure
+from autograder.grader.worker import verdict
+from autograder.kernel.zygote import _empty
 from conftest import REPO, autograder, autograder_job, run
 
 NB = "01_attention_from_scratch"
@@ -402,8 +402,8 @@ def test_output_caps_hold_for_every_output_type_and_the_whole_notebook(tmp_path)
     """Errors are capped too (one notebook came out at 201 MB): each keeps its ename and a short
     value, a cell keeps one shortened error, the latest; a notebook keeps at most its cap in all;
     a learner cell publishing what looks like a grader's record is capped like any other."""
-    from autograder.classroom.execute import RunRecords
-    from autograder.nbgrader_run import kernel_stderr_silenced
+    from autograder.grader.execute import RunRecords
+    from autograder.grader.nbgrader_run import kernel_stderr_silenced
 
     nb = new_notebook(cells=[new_code_cell(source) for source in OUTPUT_FLOOD])
     records = RunRecords()
@@ -910,7 +910,7 @@ def test_warm_kernels_never_preload_triton(tmp_path):
     """``@triton.jit`` reads ``TRITON_INTERPRET`` set by the notebook's own import of
     ``triton_support``; a forkserver that imported Triton first breaks every kernel cell."""
     from autograder.build import instructor_notebook_text
-    from autograder.classroom.kernels import warm_modules
+    from autograder.grader.kernels import warm_modules
 
     nb_id = "06_gpu_attention"
     if nb_id not in paths.notebook_ids():
@@ -936,7 +936,7 @@ def test_grade_runs_at_once_get_kernel_uids_of_their_own():
     import subprocess
     import sys
 
-    from autograder.classroom.isolation import KERNEL_UID_BASE, UID_BLOCK, UID_LOCKS, claim_uids
+    from autograder.grader.isolation import KERNEL_UID_BASE, UID_BLOCK, UID_LOCKS, claim_uids
 
     iso = Isolation("/usr/bin/prlimit", "/usr/bin/bwrap", "/usr/bin/setpriv", True)
     if os.geteuid() != 0:
@@ -957,7 +957,7 @@ def test_grade_runs_at_once_get_kernel_uids_of_their_own():
 
 
 CLAIM_IN_ANOTHER_PROCESS = """
-from autograder.classroom.isolation import Isolation, claim_uids
+from autograder.grader.isolation import Isolation, claim_uids
 iso = Isolation("/usr/bin/prlimit", "/usr/bin/bwrap", "/usr/bin/setpriv", True)
 print(claim_uids(iso).uid_base)
 """

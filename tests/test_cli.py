@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from autograder import grading, paths, report
+from autograder import paths, report
 from autograder.cli import main
+from autograder.grader import one_notebook
 from conftest import autograder, run
 
 
@@ -123,7 +124,7 @@ def test_check_first_says_which_saved_file_it_grades(
         printed.append(capsys.readouterr())
         raise _Graded
 
-    monkeypatch.setattr(grading, "grade_submissions", grade)
+    monkeypatch.setattr(one_notebook, "grade_submissions", grade)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(_Graded):
         main(["check", mine.name, "--budget", "120"] + (["--json"] if as_json else []))
@@ -202,18 +203,21 @@ def test_a_notebook_caught_mid_save_is_read_whole(tmp_path, first_notebook):
 
 
 def test_every_instructor_cell_has_a_measured_time_and_a_short_limit():
-    """``check``'s per-cell limits come from the stored timings (:mod:`autograder.cell_limits`):
-    a cell added or edited since is named here, with the command that times it again."""
+    """``check``'s per-cell limits come from the stored timings
+    (:mod:`autograder.grader.cell_limits`): a cell added or edited since is named here, with the
+    command that times it again."""
     import nbformat
 
-    from autograder import cell_limits
-    from autograder.nbgrader_settings import CELL_TIMEOUT_S
+    from autograder.grader import cell_limits
+    from autograder.grader.nbgrader_settings import CELL_TIMEOUT_S
 
     measured = json.loads(cell_limits.MEASURED.read_text())
     for nb_id in paths.notebook_ids():
         nb = nbformat.read(paths.solution_notebook(nb_id), as_version=4)
         missing = [c.id for c in nb.cells if c.cell_type == "code" and c.id not in measured[nb_id]]
-        assert not missing, f"run `python -m autograder.cell_limits {nb_id}`: {missing} untimed"
+        assert not missing, (
+            f"run `python -m autograder.grader.cell_limits {nb_id}`: {missing} untimed"
+        )
     first = nbformat.read(paths.release_notebook(paths.notebook_ids()[0]), as_version=4)
     tests = [c for c in first.cells if c.cell_type == "code" and c.id.startswith("test_")]
     limits = [cell_limits.limit(c, CELL_TIMEOUT_S) for c in tests]

@@ -276,7 +276,7 @@ def _validate(page, shot: str, log: Path):
     with the dialog's text and the end of the server's ``log`` if it is not Validate's result, and
     if the server did not answer while Validate graded."""
     page.click(".jp-Toolbar-item:has-text('Validate')")
-    # While Validate grades, the server answers the page (autograder.lab_validate): a file
+    # While Validate grades, the server answers the page (autograder.grader.lab_validate): a file
     # listing asked for once the grading has begun comes back before the result does.
     validating = ".validate-button:has-text('Validating')"
     page.wait_for_selector(f"{validating}, .jp-Dialog-content")  # or a dialog came first

@@ -2,7 +2,7 @@
 
 import nbformat
 
-from autograder.feedback import HideHiddenTests
+from autograder.grader.feedback import HideHiddenTests
 
 
 def _cell(source, nbgrader, ename="CheckFailure", evalue="softmax is taken over the wrong axis."):

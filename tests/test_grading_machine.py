@@ -13,8 +13,8 @@ import stat
 import pytest
 import torch
 
-from autograder.checks.replay import cells
-from autograder.classroom.sockets import SOCKETS, fresh_runtime, let_kernel_connect
+from autograder.grader.sockets import SOCKETS, fresh_runtime, let_kernel_connect
+from autograder.grader.verify import cells
 
 SOURCE = "check_softmax_values(softmax)"
 
@@ -123,7 +123,7 @@ def nb01_pair():
 def test_a_cell_binding_computed_names_withholds_the_tests_that_use_them(nb01_pair, binder):
     from hostile.trust import Attack, Edit, build
 
-    from autograder.classroom.scan import withheld_tests
+    from autograder.grader.scan import withheld_tests
 
     solution, release = nb01_pair
     attack = Attack(
@@ -145,7 +145,7 @@ def test_a_cell_binding_computed_names_withholds_the_tests_that_use_them(nb01_pa
 
 
 def test_the_instructors_answers_withhold_nothing(nb01_pair):
-    from autograder.classroom.scan import withheld_tests
+    from autograder.grader.scan import withheld_tests
 
     solution, release = nb01_pair
     assert withheld_tests(solution, solution, release) == {}
@@ -159,7 +159,7 @@ def test_no_module_of_a_classroom_kernel_holds_the_quiz_key(tmp_path):
     letters against them (the learner's public package holds them for self-study: GUIDE.md)."""
     from autograder.build import instructor_notebook_text
     from autograder.checks import nb09_interview
-    from autograder.classroom import kernel_package
+    from autograder.grader import kernel_package
 
     tree = kernel_package.build(tmp_path, instructor_notebook_text("09_interview_prep"))
     digests = {d for spec in nb09_interview.CHOICES.values() for d in spec.digests}

@@ -1,6 +1,6 @@
-"""``classroom.hangs``: the function a timed-out cell hung in, and the tests that would reach it."""
+"""``grader.hangs``: the function a timed-out cell hung in, and the tests that would reach it."""
 
-from autograder.classroom.hangs import Hangs, innermost_function
+from autograder.grader.hangs import Hangs, innermost_function
 
 # What IPython printed for a cell interrupted in ``helper``, called from ``M.forward`` (In[1]),
 # called from a test cell's ``check`` (In[2]): colours included.

@@ -17,7 +17,7 @@ from hostile import after_grade, catalogue, notebooks, write_submissions
 
 from autograder import paths
 from autograder.build import instructor_notebook_text
-from autograder.classroom.isolation import detect
+from autograder.grader.isolation import detect
 from conftest import autograder, autograder_job
 
 pytestmark = pytest.mark.slow
@@ -181,7 +181,7 @@ def test_feedback_never_shows_hidden_tests(hostile):
 def test_gradebook_and_csv_agree_with_the_results(hostile):
     import csv
 
-    from autograder.classroom.gradebook import open_gradebook
+    from autograder.grader.gradebook import open_gradebook
 
     out, results = hostile["out"], hostile["results"]
     with open(out / "grades.csv", newline="") as f:

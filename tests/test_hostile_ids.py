@@ -24,8 +24,8 @@ import pytest
 from hostile import ids
 from hostile.trust import NB01, NB05
 
-from autograder.classroom.gradebook import open_gradebook
-from autograder.classroom.isolation import Limits
+from autograder.grader.gradebook import open_gradebook
+from autograder.grader.isolation import Limits
 
 pytestmark = pytest.mark.slow
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -77,7 +77,7 @@ def test_no_unsafe_link_of_a_written_answer_reaches_a_page(class_run):
     from nbconvert import HTMLExporter
     from nbgrader.server_extensions.formgrader import handlers
 
-    from autograder.nbgrader_settings import class_config
+    from autograder.grader.nbgrader_settings import class_config
 
     learner = ids.LINK_LEARNER
     graded_nb = class_run.out / "autograded" / learner / NB05 / f"{NB05}.ipynb"

@@ -17,8 +17,8 @@ from hostile.trust import build
 
 from autograder import nbcell, paths
 from autograder.build import instructor_notebook_text
-from autograder.checks.replay import cells
-from autograder.classroom import scan
+from autograder.grader import scan
+from autograder.grader.verify import cells
 
 
 def _notebooks(attack) -> tuple:

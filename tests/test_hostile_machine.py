@@ -103,7 +103,7 @@ def test_no_learner_script_reaches_a_page_a_person_opens(class_run):
     from nbconvert import HTMLExporter
     from nbgrader.server_extensions.formgrader import handlers
 
-    from autograder.nbgrader_settings import class_config
+    from autograder.grader.nbgrader_settings import class_config
 
     learner, name = machine.SCRIPT_LEARNER, machine.NB01
     graded_nb = class_run.out / "autograded" / learner / name / f"{name}.ipynb"

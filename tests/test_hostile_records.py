@@ -15,8 +15,8 @@ import torch
 from hostile.records import ATTACKS
 from test_hostile_loopholes import verdicts
 
-from autograder.checks import nb06_backward, nb06_gpu
-from autograder.checks.replay import cells, remote
+from autograder.checks import nb06_backward, nb06_gpu, registry
+from autograder.grader.verify import cells, remote
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.learner)
@@ -73,7 +73,7 @@ def test_hidden_mechanisms_are_refused_on_their_record(check, impl):
     """The rule sees the record's operators: SDPA's ``_safe_softmax`` under TorchScript, the
     engine's backward operators however the engine was reached."""
     kernel = cells.InProcessKernel({"fn": impl})
-    allowed = cells.allowed_operators(check.__name__)
+    allowed = registry.allowed_operators(check.__name__)
     verdict = cells.verify_check(check, [remote.Learner("fn")], {"seed": 1}, kernel, allowed)
     assert verdict.status == "refuted", verdict
     assert verdict.message and "\n" not in verdict.message, verdict

@@ -234,7 +234,7 @@ def test_one_attempt_end_to_end_in_a_kernel(tmp_path, monkeypatch):
     right one (the clock stops), the code follow-up, a spoken one, the scorecard, progress."""
     from nbclient import NotebookClient
 
-    from autograder.kernel_channels import KernelManager
+    from autograder.grader.kernel_channels import KernelManager
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)

@@ -1,5 +1,5 @@
 """The kernel client's channels never sleep on a reply that has arrived
-(:mod:`autograder.kernel_channels`).
+(:mod:`autograder.grader.kernel_channels`).
 
 The lost wake-up itself cannot be made to happen on demand; it was seen under CPU load (a test's
 nbclient waited out its 300 s cell limit for a reply the kernel had sent, then went on). These
@@ -14,10 +14,10 @@ from queue import Empty
 import pytest
 from traitlets.config import Config
 
-from autograder import kernel_channels
-from autograder.classroom.kernels import SandboxKernelManager
-from autograder.kernel_channels import SLICE_S, Channel, KernelClient, KernelManager
-from autograder.nbgrader_settings import apply_common
+from autograder.grader import kernel_channels
+from autograder.grader.kernel_channels import SLICE_S, Channel, KernelClient, KernelManager
+from autograder.grader.kernels import SandboxKernelManager
+from autograder.grader.nbgrader_settings import apply_common
 
 
 class MissesOneWakeUp:
@@ -97,4 +97,4 @@ def test_every_kernel_the_course_starts_uses_these_channels():
         assert type(client) is KernelClient, type(client)
         assert client.shell_channel_class is Channel and client.iopub_channel_class is Channel
     c = apply_common(Config())  # Validate: the learner's button, nbgrader validate
-    assert c.Execute.kernel_manager_class == "autograder.kernel_channels.KernelManager"
+    assert c.Execute.kernel_manager_class == "autograder.grader.kernel_channels.KernelManager"

@@ -22,7 +22,8 @@ from IPython.core.inputtransformer2 import TransformerManager
 
 from autograder import nbcell, paths
 from autograder.build import instructor_notebook_text
-from autograder.classroom import grade, kernel_package
+from autograder.classroom import grade
+from autograder.grader import kernel_package
 
 
 def _tree(notebook: str, cache: Path) -> Path:

@@ -1,6 +1,6 @@
-"""The package layout holds: four layers, each module importing only its own layer or lower ones,
-no import cycle between any two modules, and no package importing another's private names
-(``_core``, ``_helper``).
+"""The package layout holds: three layers (the course, the grading engine, the commands), each
+module importing only its own layer or lower ones, no import cycle between any two modules, and
+no package importing another's private names (``_core``, ``_helper``).
 
 Packages are ``autograder`` (its top-level modules) and each sub-package (``autograder.checks``,
 ``autograder.tools`` …). The graph is read from the source with ``ast``, imports inside functions
@@ -101,67 +101,38 @@ def test_no_package_imports_another_packages_private_names():
     assert not private, "\n".join(private)
 
 
-# The four layers, lowest first (README, "Where things live"). A module belongs to the layer of
-# the longest name below that is itself or a package above it; every module must belong somewhere.
+# The layers, lowest first (README, "Where things live"): a module belongs to the layer of the
+# longest name below that is itself or a package above it; every module must belong somewhere.
+# Packages are layers: the course at the bottom, the grading engine above it, the commands on top.
 LAYERS = {
-    # 1. course files, and beside them the learner runtime (checks, tools, the kernel's recorder)
-    "autograder": 1,
+    # 1. the course: its files, the learner runtime (checks, tools), what runs in the sandbox
+    "autograder": 1,  # the package's __init__ only; its modules are placed below
     "autograder.paths": 1,
     "autograder.nbcell": 1,
     "autograder.notebook_files": 1,
     "autograder.catalogue": 1,
     "autograder.torch_helpers": 1,
-    "autograder.kernel_channels": 1,
     "autograder.checks": 1,
     "autograder.tools": 1,
     "autograder.kernel": 1,
     "autograder.interview": 1,  # the mock interview: its problems are graded by the checks
-    "autograder.classroom": 1,  # the package's __init__ only; its modules are placed below
-    # 2. nbgrader glue: messages, preprocessors, settings, the sandboxed kernel, the release build
-    "autograder.messages": 2,
-    "autograder.feedback": 2,
-    "autograder.lab_validate": 2,
-    "autograder.cell_limits": 2,
-    "autograder.nbgrader_settings": 2,
-    "autograder.nbgrader_run": 2,
+    # 2. the grading engine under both `check` and `grade`, and the release build on nbgrader
+    "autograder.grader": 2,
     "autograder.build": 2,
-    "autograder.classroom.allowed": 2,
-    "autograder.classroom.execute": 2,
-    "autograder.classroom.files": 2,
-    "autograder.classroom.hangs": 2,
-    "autograder.classroom.isolation": 2,
-    "autograder.classroom.kernel_package": 2,
-    "autograder.classroom.kernels": 2,
-    "autograder.classroom.learner_ids": 2,
-    "autograder.classroom.launch": 2,
-    "autograder.classroom.scan": 2,
-    "autograder.classroom.sockets": 2,
-    "autograder.classroom.structure": 2,
-    "autograder.classroom.zygote": 2,
-    # 3. the engine: grade one submission in the sandbox, read its one results model
-    "autograder.results": 3,
-    "autograder.saved_grades": 3,
-    "autograder.grading": 3,
-    "autograder.classroom.worker": 3,
-    "autograder.classroom.run_config": 3,
-    "autograder.classroom.gradebook": 3,
-    "autograder.classroom.identical": 3,
-    # 4. the commands
-    "autograder.__main__": 4,
-    "autograder.cli": 4,
-    "autograder.progress": 4,
-    "autograder.validate": 4,
-    "autograder.lab_launcher": 4,
-    "autograder.report": 4,
-    "autograder.bench": 4,
-    "autograder.classroom.grade": 4,
-    "autograder.classroom.commands": 4,
-    "autograder.classroom.pool": 4,
-    "autograder.classroom.summary": 4,
+    "autograder.nbgrader_settings": 2,  # one release's shim for class folders graded before
+    # 3. the commands
+    "autograder.__main__": 3,
+    "autograder.cli": 3,
+    "autograder.progress": 3,
+    "autograder.validate": 3,
+    "autograder.lab_launcher": 3,
+    "autograder.report": 3,
+    "autograder.bench": 3,
+    "autograder.classroom": 3,
 }
 
 
-EXACT_ONLY = {"autograder", "autograder.classroom"}  # these place their __init__, not their modules
+EXACT_ONLY = {"autograder"}  # places its __init__, not its modules
 
 
 def _layer(module: str) -> int | None:

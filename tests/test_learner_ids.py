@@ -13,9 +13,9 @@ import nbformat
 import pytest
 
 from autograder.classroom.grade import _lost_result, discover
-from autograder.classroom.gradebook import export_csv, open_gradebook
 from autograder.classroom.learner_ids import printable, refusal
-from autograder.feedback import safe_markdown, sanitize
+from autograder.grader.feedback import safe_markdown, sanitize
+from autograder.grader.gradebook import export_csv, open_gradebook
 
 SAFE = ("ada", "Ada.Lovelace", "a_b-c", "ada@example.org", "0042", "s1234567")
 UNSAFE = ("<img src=x onerror=alert(1)>", "=1+2", "@SUM(A1)", "-rf", "_x", ".x", "a b", "a\rb")
@@ -100,7 +100,7 @@ def test_honest_markdown_is_kept(source):
 FLOOD = """
 import os, sys
 from pathlib import Path
-from autograder.classroom import sockets as s
+from autograder.grader import sockets as s
 s.own_mounts()
 base = Path(sys.argv[1])
 runtime = s.fresh_runtime(base, size=4 << 20)

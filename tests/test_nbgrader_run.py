@@ -1,4 +1,4 @@
-"""The throwaway nbgrader course's glue (``autograder/nbgrader_run.py``)."""
+"""The throwaway nbgrader course's glue (``autograder/grader/nbgrader_run.py``)."""
 
 import sqlite3
 import subprocess
@@ -6,7 +6,7 @@ import subprocess
 import nbgrader.api
 import pytest
 
-from autograder.nbgrader_run import alembic_head, put_environment_on_path
+from autograder.grader.nbgrader_run import alembic_head, put_environment_on_path
 
 
 @pytest.mark.slow

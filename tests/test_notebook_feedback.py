@@ -10,7 +10,7 @@ from nbconvert.filters import ansi2html
 
 from autograder import paths
 from autograder.build import instructor_notebook_text
-from autograder.feedback import ValidationSummary
+from autograder.grader.feedback import ValidationSummary
 
 NB = "01_attention_from_scratch"
 RAISES = """def _helper(q):
@@ -69,8 +69,8 @@ def test_validate_and_the_notebook_show_the_diagnosis_without_the_checks_frames(
     """Through nbgrader's Validator with the course's settings, as JupyterLab's button runs it."""
     from nbgrader.validator import Validator
 
-    from autograder.nbgrader_run import put_environment_on_path
-    from autograder.nbgrader_settings import course_config
+    from autograder.grader.nbgrader_run import put_environment_on_path
+    from autograder.grader.nbgrader_settings import course_config
 
     if NB not in paths.notebook_ids():
         pytest.skip(f"{NB} is not in solutions/")

@@ -167,7 +167,7 @@ def _learner_notebook() -> nbformat.NotebookNode:
 RUN = """
 import sys, nbformat
 from nbclient import NotebookClient
-from autograder.kernel_channels import KernelManager
+from autograder.grader.kernel_channels import KernelManager
 nb = nbformat.read(sys.argv[1], as_version=4)
 NotebookClient(nb, timeout=120, allow_errors=True, kernel_name="python3",
                kernel_manager_class=KernelManager, iopub_timeout=60, raise_on_iopub_timeout=True,

@@ -17,7 +17,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from autograder import nbcell, paths
-from autograder.feedback import HIDDEN_REGION
+from autograder.grader.feedback import HIDDEN_REGION
 from conftest import REPO, run
 
 pytestmark = pytest.mark.slow

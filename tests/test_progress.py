@@ -6,8 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from autograder import grading, nbcell, paths, progress
+from autograder import nbcell, paths, progress
 from autograder.cli import main
+from autograder.grader import one_notebook
 from conftest import autograder
 
 
@@ -74,7 +75,7 @@ def test_exit_status_is_zero_unless_something_is_wrong(
             )
         ]
 
-    monkeypatch.setattr(grading, "grade_submissions", grade)
+    monkeypatch.setattr(one_notebook, "grade_submissions", grade)
     assert main(["progress", str(work)]) == exit_status, capsys.readouterr().out
     mine.write_text("{not json")
     assert main(["progress", str(work)]) == 2
@@ -84,7 +85,7 @@ def test_exit_status_is_zero_unless_something_is_wrong(
 def test_unchanged_notebooks_keep_their_last_grade_and_changed_ones_are_regraded(
     tmp_path, first_notebook, monkeypatch, capsys
 ):
-    from autograder.results import CellResult, NotebookResult
+    from autograder.grader.results import CellResult, NotebookResult
 
     work = tmp_path / "work"
     shutil.copytree(paths.COURSE_DIR, work)
@@ -100,7 +101,7 @@ def test_unchanged_notebooks_keep_their_last_grade_and_changed_ones_are_regraded
         cell = CellResult("test_softmax_matches_torch", 0.0, 2.0, False, "wrong")
         return [NotebookResult(str(s.path), s.notebook_id, 0.0, 2.0, [cell]) for s in submissions]
 
-    monkeypatch.setattr(grading, "grade_submissions", grade)
+    monkeypatch.setattr(one_notebook, "grade_submissions", grade)
     assert main(["progress", str(work)]) == 0
     first = capsys.readouterr()
     assert graded == [first_notebook] and "Grading 1 notebook(s) changed" in first.err
@@ -127,7 +128,7 @@ def test_a_notebook_that_could_not_be_graded_still_counts_in_the_total(
 ):
     """A grading kernel that dies gives a result with no cells: its notebook's points must stay
     in the total (scored 0), and the total must say why, instead of the total quietly shrinking."""
-    from autograder.results import NotebookResult
+    from autograder.grader.results import NotebookResult
 
     work = tmp_path / "work"
     shutil.copytree(paths.COURSE_DIR, work)
@@ -140,7 +141,7 @@ def test_a_notebook_that_could_not_be_graded_still_counts_in_the_total(
         (sub,) = submissions
         return [NotebookResult(str(sub.path), sub.notebook_id, error="the kernel died")]
 
-    monkeypatch.setattr(grading, "grade_submissions", grade)
+    monkeypatch.setattr(one_notebook, "grade_submissions", grade)
     assert main(["progress", str(work)]) == 2
     lines = capsys.readouterr().out.splitlines()
     everything = sum(progress._points(nb_id)[0] for nb_id in paths.notebook_ids())

@@ -14,8 +14,8 @@ import pytest
 import torch
 from mistakes import catalogues, gqa
 
-from autograder.checks.replay import cells, remote
-from autograder.checks.replay.rerun import Rerun
+from autograder.grader.verify import cells, remote
+from autograder.grader.verify.rerun import Rerun
 from autograder.kernel.codec import ReplayError, encode_tensor
 from autograder.kernel.recorder import Refs
 

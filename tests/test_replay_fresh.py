@@ -1,7 +1,7 @@
 """A verified value is a property of the learner's function, not of one record.
 
 After a check passes on the kernel's record, the grader runs it again on inputs the kernel never
-saw (:mod:`autograder.checks.replay.fresh`), each call answered by replaying its record there.
+saw (:mod:`autograder.grader.verify.fresh`), each call answered by replaying its record there.
 These tests hold the three outcomes: right code verifies without a second trip to the kernel,
 constants are counted and refuted, and a record whose operators depend on its inputs' values is
 withheld for a person (``unverified``), never refuted or verified.
@@ -13,7 +13,7 @@ import torch
 from hostile.threads import HIDE
 
 from autograder.checks.nb01_attention import check_softmax_values
-from autograder.checks.replay import cells
+from autograder.grader.verify import cells
 
 SOURCE = "check_softmax_values(softmax, seed=1, thorough=True)"
 
@@ -99,8 +99,8 @@ def test_a_call_without_tensor_arguments_still_counts_constants_where_a_module_i
     slopes from a head count). Here the no-argument call reads the module the statement already
     handed the kernel, sums it on another thread and returns 40 literal numbers: refuted. The
     same sums computed in sight verify."""
-    from autograder.checks.replay import operators
-    from autograder.checks.replay.pickles import Learner
+    from autograder.checks import operators
+    from autograder.grader.verify.pickles import Learner
 
     learner: dict = {}
     exec(HIDE, learner)

@@ -8,9 +8,9 @@ import pytest
 from autograder import paths
 from autograder.checks.nb05_parallel import check_quiz_answer
 from autograder.checks.nb09_interview import check_number
-from autograder.messages import explain_error, is_unfinished
+from autograder.grader.messages import explain_error, is_unfinished
+from autograder.grader.results import CellResult, NotebookResult
 from autograder.report import format_result, sections
-from autograder.results import CellResult, NotebookResult
 
 NB = "09_interview_prep"
 STUB = explain_error("NotImplementedError", "")

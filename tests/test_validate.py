@@ -11,7 +11,7 @@ from hostile.class_run import RELEASE
 from hostile.trust import CONTROLS
 
 from autograder import paths
-from autograder.grading import CellResult, NotebookResult
+from autograder.grader.one_notebook import CellResult, NotebookResult
 from autograder.validate import _problems
 from conftest import autograder
 
@@ -57,12 +57,12 @@ def test_problems_flag_a_failing_solution_and_a_passing_release():
 
 
 def _validate_handler(root, monkeypatch):
-    """The Validate handler of autograder.lab_validate serving ``root``, without a server."""
+    """The Validate handler of autograder.grader.lab_validate serving ``root``, without a server."""
     from types import SimpleNamespace
 
     from traitlets.config import Config
 
-    from autograder.lab_validate import ThreadedValidateHandler
+    from autograder.grader.lab_validate import ThreadedValidateHandler
 
     handler = ThreadedValidateHandler.__new__(ThreadedValidateHandler)
     handler.application = SimpleNamespace(settings={"root_dir": str(root)})

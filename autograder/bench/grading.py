@@ -28,7 +28,7 @@ from pathlib import Path
 import nbformat
 
 from autograder import nbcell
-from autograder.classroom.isolation import (
+from autograder.grader.isolation import (
     Limits,
     claim_uids,
     describe,
@@ -36,14 +36,14 @@ from autograder.classroom.isolation import (
     kernel_uid,
     prepare_font_cache,
 )
-from autograder.classroom.launch import prepare_runtime, write_kernelspec
+from autograder.grader.launch import prepare_runtime, write_kernelspec
 
 NOTEBOOK = "01_attention_from_scratch"
 MIX = ("correct", "wrong", "correct", "correct", "stub", "correct", "noisy", "correct", "wrong")
 BASELINE_CONFIG = """from pathlib import Path
 
-from autograder.classroom.launch import sandbox_settings
-from autograder.nbgrader_settings import scratch_config
+from autograder.grader.launch import sandbox_settings
+from autograder.grader.nbgrader_settings import scratch_config
 
 c = get_config()  # noqa: F821
 c.merge(scratch_config(Path(__file__).resolve().parent))
@@ -73,7 +73,7 @@ def softmax(x, dim=-1):
 def make_submissions(root: Path, n: int, notebook: str, attack: bool = False) -> dict[str, str]:
     """``n`` students' submissions of ``notebook``; returns student -> kind."""
     from autograder.build import instructor_notebook_text
-    from autograder.nbgrader_run import NbgraderRun
+    from autograder.grader.nbgrader_run import NbgraderRun
 
     solution = nbformat.reads(instructor_notebook_text(notebook), as_version=4)
     run = NbgraderRun(root / "release-build")

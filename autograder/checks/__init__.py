@@ -6,8 +6,8 @@ with one sentence that names the probable mistake. No reference solution lives h
 """
 
 from autograder.checks import _cell_feedback
-from autograder.checks._core import CheckFailure
+from autograder.checks._core import CheckFailure, calls_through, run_here
 
-__all__ = ["CheckFailure"]
+__all__ = ["CheckFailure", "calls_through", "run_here"]
 
 _cell_feedback.register()  # "✓ ... pass" under each test cell that passed (in IPython only)

@@ -9,15 +9,14 @@ shown to learners, so it never prints hidden inputs, only their shapes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NoReturn
 
 import torch
 
 from autograder.kernel.recorder import invoke
 from autograder.torch_helpers import operator_packet
-
-from .replay import remote as replay
 
 ATOL = 1e-5
 RTOL = 1e-4
@@ -99,6 +98,31 @@ def _error_hint(text: str) -> str:
     return next((hint for key, hint in _ERROR_HINTS.items() if key in text), "")
 
 
+def run_here(fn: Callable, args: tuple, kwargs: dict, invoke: Callable, patches: dict) -> tuple:
+    """``invoke(fn, args, kwargs)`` in this process, with ``patches`` applied: how a call of
+    learner code runs everywhere but in the grader's verification."""
+    from autograder.kernel.server import patched
+
+    with patched(patches):
+        return invoke(fn, args, kwargs)
+
+
+_call_hook: Callable[..., tuple] = run_here
+
+
+@contextlib.contextmanager
+def calls_through(hook: Callable[..., tuple]) -> Iterator[None]:
+    """Inside this block every call of learner code (:func:`call`) is ``hook(fn, args, kwargs,
+    invoke, patches)``, returning the call's outcome. The grader's verifier
+    (``autograder.grader.verify.remote``) sets it; the checks import nothing of the grader."""
+    global _call_hook
+    outer, _call_hook = _call_hook, hook
+    try:
+        yield
+    finally:
+        _call_hook = outer
+
+
 def call(
     fn: Callable[..., Any],
     name: str,
@@ -116,11 +140,12 @@ def call(
     ``forward`` of another exercise (a class the function builds). ``patches`` maps dotted names
     to the values they return during the call (``{"torch.cuda.is_available": True}``), in the
     process where the learner's code runs.
-    This is the one place where checks run learner code: during classroom verification
-    :mod:`.replay.remote` sends the call to the learner's kernel and recomputes what comes back.
+    This is the one place where checks run learner code: during classroom verification the
+    grader's hook (:func:`calls_through`) sends the call to the learner's kernel and recomputes
+    what comes back.
     """
     __tracebackhide__ = True
-    outcome = replay.intercept(fn, tuple(args), dict(kwargs or {}), invoke, dict(patches or {}))
+    outcome = _call_hook(fn, tuple(args), dict(kwargs or {}), invoke, dict(patches or {}))
     if outcome[0] == "ok":
         return outcome[1]
     if outcome[0] == "check_failure":
@@ -312,8 +337,9 @@ def wide_draws(seed: int, thorough: bool, count: int, *ranges: tuple[int, int]) 
     """In a thorough run, ``count`` tuples of integers (one per ``(low, high)`` range), wider than
     a check's usual sizes, from a generator of their own (the check's other draws stay as they
     were). In the grader, a check whose calls of learner code pass only Python numbers runs once
-    more with a secret ``seed`` and ``thorough`` on (:mod:`.replay.fresh`): there they are
-    configurations no learner can know in advance, so a table of the public ones' answers fails."""
+    more with a secret ``seed`` and ``thorough`` on (``autograder.grader.verify.fresh``): there
+    they are configurations no learner can know in advance, so a table of the public ones'
+    answers fails."""
     if not thorough:
         return []
     gen = make_generator(seed ^ _WIDE)

@@ -7,7 +7,7 @@ PyTorch is the oracle: ``torch.softmax`` and ``F.scaled_dot_product_attention``.
 weights come from the oracle too: attending with the identity matrix as values returns the weights.
 Known-wrong answers (no scaling, inverted mask, ...) are the oracle called with the wrong arguments.
 Every call of the learner's attention must run none of PyTorch's attention operators
-(:mod:`.replay.measure`): SDPA on views of the inputs is not attention written by hand.
+(:mod:`.measure`): SDPA on views of the inputs is not attention written by hand.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from ._core import (
     randn,
     rows_sum_to_one,
 )
-from .replay.measure import measure
+from .measure import measure
 
 #: Learner-importable names that would compute this notebook's graded answers. In the grading
 #: sandbox of any notebook whose test cells use these checks, they keep their names but raise.

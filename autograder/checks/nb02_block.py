@@ -23,7 +23,7 @@ from torch.nn.utils import skip_init
 
 from autograder.torch_helpers import record_torch_calls
 
-from . import _core
+from . import _core, operators
 from . import nb02_multihead as mha
 from ._core import (
     RUN_AGAIN,
@@ -40,7 +40,6 @@ from ._core import (
     randint,
     randn,
 )
-from .replay import operators
 
 #: The block runs layer norm and GELU (and the learner may add dropout): notebook 07's set.
 OPERATORS = operators.DEFAULT | operators.MODEL

@@ -17,6 +17,7 @@ from collections.abc import Callable
 import torch
 
 from . import nb02_multihead as mha
+from . import operators
 from ._core import (
     CheckFailure,
     call,
@@ -30,7 +31,6 @@ from ._core import (
     randint,
     randn,
 )
-from .replay import operators
 
 OPERATORS = operators.DEFAULT | operators.MODEL
 

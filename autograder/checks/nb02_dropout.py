@@ -17,6 +17,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from . import operators
 from ._core import (
     SOFTMAX_OVER_QUERIES,
     call,
@@ -32,7 +33,6 @@ from ._core import (
     randn,
     rows_sum_to_one,
 )
-from .replay import operators
 
 #: F.dropout runs aten::native_dropout, one of the model operators; SDPAAttention runs SDPA.
 OPERATORS = operators.DEFAULT | operators.MODEL | operators.SDPA

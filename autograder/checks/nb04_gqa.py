@@ -25,6 +25,7 @@ from autograder.tools.modules import TorchMultiHeadAttention
 from autograder.tools.nb04_gqa import cache_nbytes, meta_cache
 from autograder.torch_helpers import one_thread, record_torch_calls
 
+from . import operators
 from ._core import (
     RUN_AGAIN,
     by_arithmetic,
@@ -43,7 +44,6 @@ from ._core import (
     randn,
     wide_draws,
 )
-from .replay import operators
 
 #: The ATen operators learner code may run under these checks:
 #: GQA is often written on PyTorch's attention (enable_gqa=True).

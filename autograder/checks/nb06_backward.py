@@ -10,7 +10,7 @@ also gives ``o`` and ``lse``. Causal attention is aligned bottom-right with ``S 
 answer is compared with the closed forms of the classic mistakes, then the learner's function is
 called again on easier inputs (whole blocks, a square causal problem, one block) to say which
 part of the loop is at fault. Every call is measured on the operators that ran
-(:mod:`.replay.measure`: in the grader, the kernel's record as recomputed there): an operator of
+(:mod:`.measure`: in the grader, the kernel's record as recomputed there): an operator of
 PyTorch's attention, or one autograd's engine ran (a backward pass however it was started),
 refuses any cell; the memory rule is the forward's, every tensor alive at once counted.
 """
@@ -34,7 +34,7 @@ from ._core import (
     make_generator,
     randint,
 )
-from .replay.measure import Created, Measured, measure
+from .measure import Created, Measured, measure
 
 #: Learner-importable names that would compute the gradients: autograd through either gives them
 #: (the by-hand cell refuses autograd too). In the grading sandbox they keep their names but raise.

@@ -13,7 +13,7 @@ Known-wrong answers and the diagnosis live in :mod:`._online_softmax`: closed fo
 classic online-softmax bugs, built from full score matrices on the checker's side. When none
 matches, the learner's function is called again on easier inputs (one key block, whole blocks
 only) to say which part of the loop is at fault. Every call is measured on the operators that
-ran (:mod:`.replay.measure`: in the grader, the kernel's record as recomputed there): PyTorch's
+ran (:mod:`.measure`: in the grader, the kernel's record as recomputed there): PyTorch's
 attention refuses any cell, and the memory rule counts every tensor alive at once.
 """
 
@@ -38,7 +38,7 @@ from ._core import (
     randint,
 )
 from ._online_softmax import close, diagnose, oracle, tolerance
-from .replay.measure import Created, Measured, measure
+from .measure import Created, Measured, measure
 
 #: Checks the grader cannot verify outside the kernel: their cells wait for a person.
 UNVERIFIABLE = {
@@ -306,7 +306,7 @@ def check_tiled_memory(fn: Callable, *, seed: int = 0, thorough: bool = False) -
 
     Precisely: the tensors the call's operators create (views and in-place results create none),
     each alive from the operator that made it to the last one that reads it, never hold ``T * S``
-    numbers at once (:mod:`.replay.measure`), on shapes where a correct key-tiled loop holds at
+    numbers at once (:mod:`.measure`), on shapes where a correct key-tiled loop holds at
     most half of that. Chunks each under the bar but alive together count together. The output
     must also be right.
     """

@@ -10,7 +10,7 @@ normalised latent ``(B, S, dc)`` and the rotated RoPE key ``(B, S, dr)``. Decodi
 equal the full causal pass. The absorbed module must give the same outputs and cache from the
 same weights, and decoding one token must never build a tensor as large as the up-projected keys
 (or values) of the whole cache, nor do the arithmetic of making them, by any operators (what
-the step ran, :mod:`.replay.measure`: in the grader, the kernel's record as recomputed there):
+the step ran, :mod:`.measure`: in the grader, the kernel's record as recomputed there):
 that is what absorbing W_UK and W_UV buys.
 """
 
@@ -38,9 +38,9 @@ from ._core import (
     randint,
     randn,
 )
+from .measure import measure
 from .nb04_rope import OPERATORS as ROPE_OPERATORS
 from .nb04_rope import _restarted, rotate
-from .replay.measure import measure
 
 #: What learner code may run: notebook 04's operators with rotary embeddings (PyTorch's
 #: attention, complex rotations); ``nn.RMSNorm`` runs as element-wise operators on the CPU.
@@ -265,7 +265,7 @@ def check_absorbed_mla_memory(cls: Callable, *, seed: int = 0, thorough: bool = 
     """Decoding one token after P cached positions creates no tensor as large as the cache's
     up-projected keys or values (B·S·nh·head_dim numbers), and costs fewer FLOPs than making
     them, every operator counted (element-wise ones by the numbers they write, in place or not:
-    :mod:`.replay.measure`); the output is right."""
+    :mod:`.measure`); the output is right."""
     __tracebackhide__ = True
     gen = make_generator(seed)
     for config, B, P in _memory_configs(thorough):

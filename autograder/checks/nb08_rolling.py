@@ -22,7 +22,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from autograder.checks.replay import operators
+from autograder.checks import operators
 from autograder.torch_helpers import one_thread
 
 from ._core import (

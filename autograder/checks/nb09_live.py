@@ -23,6 +23,7 @@ from torch import nn
 
 from autograder.torch_helpers import one_thread
 
+from . import operators
 from ._core import (
     call,
     close,
@@ -35,7 +36,6 @@ from ._core import (
     randint,
     randn,
 )
-from .replay import operators
 
 #: Learner code may use PyTorch's attention.
 OPERATORS = operators.DEFAULT | operators.SDPA

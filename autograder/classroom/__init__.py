@@ -1,13 +1,12 @@
-"""Grading a whole class: parallel, resumable, sandboxed, and hard to cheat.
+"""Grading a whole class: the commands an instructor runs, on top of the grading engine.
 
-``python -m autograder grade SUBMISSIONS --out DIR`` (see :mod:`.grade`) and
-``python -m autograder merge DB... --out DB`` (see :mod:`.gradebook`). The instructor guide is
+``python -m autograder grade SUBMISSIONS --out DIR`` (:mod:`.grade`) and
+``python -m autograder merge DB... --out DB`` (:mod:`.commands`). The instructor guide is
 ``GUIDE.md`` in this folder.
 
-Modules: ``isolation`` (limits and sandbox), ``launch`` (sandboxed kernelspec), ``zygote`` and
-``kernels`` (warm forked kernels), ``execute`` (nbgrader's Execute step with budgets; it runs each
-passed test cell's checks here, the learner's code in the kernel: ``autograder.checks.replay``),
-``kernel_package`` (the answer-free package a grading kernel imports), ``scan`` (suspicious
-patterns), ``structure`` (repairing submissions), ``feedback``, ``worker``, ``pool``, ``grade``,
-``gradebook``, ``summary``, ``files``.
+Modules: ``grade`` (the class folder, its manifest and gradebook, resuming), ``pool`` (the
+worker processes, restarted when one dies), ``summary`` (what the instructor reads at the end),
+``identical`` (copied work), ``learner_ids`` (folder names that cannot be learners), ``commands``
+(the command lines). Grading one submission, the sandbox and the verifier are the engine's:
+:mod:`autograder.grader`.
 """

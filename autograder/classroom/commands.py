@@ -42,6 +42,6 @@ def run(args: argparse.Namespace) -> int:
         from autograder.classroom.grade import main_grade
 
         return main_grade(args)
-    from autograder.classroom.gradebook import main_merge
+    from autograder.grader.gradebook import main_merge
 
     return main_merge(args)

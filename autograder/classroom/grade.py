@@ -2,9 +2,9 @@
 
 SUBMISSIONS uses nbgrader's submitted layout, ``<student>/<assignment>/<notebook>.ipynb``. DIR
 becomes an nbgrader course folder (``gradebook.db``, ``source/``, ``autograded/``,
-``feedback/``, ``nbgrader_config.py``) that the formgrader and ``nbgrader export`` understand,
-plus ``results/<assignment>/<student>.json`` (one per submission, written last and atomically),
-``manifest.json`` and ``grades.csv``.
+``grader/feedback/``, ``nbgrader_config.py``) that the formgrader and ``nbgrader export``
+understand, plus ``grader/results/<assignment>/<student>.json`` (one per submission, written last
+and atomically), ``manifest.json`` and ``grades.csv``.
 
 A submission is identified by a key: the sha256 of its files and of what grades it (the
 instructor notebook, the checks, the settings). A result with the same key is never redone, so
@@ -28,7 +28,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from autograder import paths
-from autograder.classroom.files import (
+from autograder.classroom.learner_ids import printable, refusal
+from autograder.grader.files import (
     files_digest,
     folder_digest,
     read_json,
@@ -36,9 +37,8 @@ from autograder.classroom.files import (
     write_atomic,
     write_json,
 )
-from autograder.classroom.isolation import UID_BLOCK, Limits, claim_uids, detect, prepare_font_cache
-from autograder.classroom.learner_ids import printable, refusal
-from autograder.nbgrader_settings import IGNORED_FILES
+from autograder.grader.isolation import UID_BLOCK, Limits, claim_uids, detect, prepare_font_cache
+from autograder.grader.nbgrader_settings import IGNORED_FILES
 
 CLASSROOM_VERSION = "2"  # 2: output caps for every output, tests withheld for dynamic code
 HARD_LIMIT_MARGIN_S = 180
@@ -52,7 +52,7 @@ overwrite grades.csv); feedback keeps hidden tests and kernel output out, as `gr
 
 from pathlib import Path
 
-from autograder.nbgrader_settings import class_config
+from autograder.grader.nbgrader_settings import class_config
 
 c = get_config()  # noqa: F821 (provided by nbgrader)
 c.merge(class_config(Path(__file__).resolve().parent))
@@ -150,7 +150,7 @@ def _link_reason(path: Path, submissions: Path) -> str:
 
 def _link_in(folder: Path, submissions: Path) -> str:
     """Why ``folder`` cannot be graded because it, or a notebook in it, is a link; or ""."""
-    from autograder.classroom.structure import SKIPPED_DIRS
+    from autograder.grader.structure import SKIPPED_DIRS
 
     if folder.is_symlink():
         return _link_reason(folder, submissions)
@@ -217,7 +217,7 @@ def grader_key(files: dict[str, bytes], options: Options) -> str:
 
 def build_template(root: Path, sources: dict[str, dict[str, bytes]]) -> Path:
     """An nbgrader course with every assignment generated: what workers copy."""
-    from autograder.nbgrader_run import NbgraderRun
+    from autograder.grader.nbgrader_run import NbgraderRun
 
     run = NbgraderRun(root)
     for assignment, files in sorted(sources.items()):
@@ -262,7 +262,7 @@ class ClassFolder:
         write_json(self.manifest_path, self.manifest)
 
     def setup(self, template: Path, assignments: list[str]) -> None:
-        from autograder.classroom.gradebook import copy_assignment, open_gradebook
+        from autograder.grader.gradebook import copy_assignment, open_gradebook
 
         self.out.mkdir(parents=True, exist_ok=True)
         remove_stale_temporaries(self.out)
@@ -281,7 +281,7 @@ class ClassFolder:
 
     def record(self, job: Job, result: dict) -> None:
         """Bring the gradebook in line with one result, then note it in the manifest."""
-        from autograder.classroom.gradebook import forget, import_result, open_gradebook
+        from autograder.grader.gradebook import forget, import_result, open_gradebook
 
         entry = self.manifest["submissions"].get(job.id, {})
         if entry.get("imported") != result["key"] or entry.get("status") != result["status"]:
@@ -408,10 +408,10 @@ def _font_cache_in_background(folder: Path):
 
 
 def _run_pool(todo, folder, scratch, template, fonts, iso, limits, options, jobs_n, summary):
-    from autograder.classroom import kernel_package
-    from autograder.classroom.kernels import warm_modules
     from autograder.classroom.pool import Pool
-    from autograder.classroom.run_config import RunConfig
+    from autograder.grader import kernel_package
+    from autograder.grader.kernels import warm_modules
+    from autograder.grader.run_config import RunConfig
 
     modules, packages = [], {}
     for assignment in sorted({j.assignment for j in todo}):
@@ -494,9 +494,9 @@ def main_grade(args) -> int:
         source=Path(args.source).resolve() if args.source else paths.SOLUTIONS_DIR,
         sandbox=not args.no_sandbox,
     )
-    from autograder.classroom.gradebook import MergeError
     from autograder.classroom.pool import PoolError
-    from autograder.nbgrader_run import NbgraderError
+    from autograder.grader.gradebook import MergeError
+    from autograder.grader.nbgrader_run import NbgraderError
 
     signal.signal(signal.SIGTERM, _interrupt)  # job runners stop jobs with SIGTERM
     try:

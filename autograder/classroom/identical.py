@@ -16,8 +16,8 @@ from pathlib import Path
 import nbformat
 
 from autograder import nbcell
-from autograder.classroom.files import write_json
-from autograder.classroom.structure import (
+from autograder.grader.files import write_json
+from autograder.grader.structure import (
     MAX_NOTEBOOK_BYTES,
     SubmissionError,
     choose_notebooks,

@@ -78,7 +78,7 @@ class Pool:
                     sys.executable,
                     "-P",  # never the current folder on sys.path: grade may be run inside a
                     "-m",  # learner's folder, whose files must not stand in for the grader's
-                    "autograder.classroom.worker",
+                    "autograder.grader.worker",
                     str(self.config),
                     str(index),
                     home,

@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from autograder.classroom.isolation import Isolation, Limits, describe
 from autograder.classroom.learner_ids import printable
+from autograder.grader.isolation import Isolation, Limits, describe
 
 EXIT_OK, EXIT_ERRORS = 0, 2
 
@@ -53,7 +53,7 @@ class Summary:
             self._bar = None
 
     def finish(self, folder, results: list[dict], seconds: float) -> int:
-        from autograder.classroom.gradebook import export_csv
+        from autograder.grader.gradebook import export_csv
 
         graded = [r for r in results if r["status"] == "graded"]
         errors = [r for r in results if r["status"] != "graded"]

@@ -2,7 +2,7 @@
 
 - nbgrader's instructor-side server extensions are off: the formgrader, and the course and
   assignment lists, which need an exchange folder a self-study learner does not have.
-- Validate is served by ``autograder.lab_validate``, nbgrader's handler with its grading in a
+- Validate is served by ``autograder.grader.lab_validate``, nbgrader's handler with its grading in a
   worker thread: JupyterLab keeps answering while Validate grades.
 - The course's styles (``custom/custom.css``) are loaded: Validate's diagnoses wrap instead of
   being cut at the dialog's edge, and its button says it is grading while it does.
@@ -22,7 +22,7 @@ c.ServerApp.jpserver_extensions.update(
         "nbgrader.server_extensions.assignment_list": False,
         "nbgrader.server_extensions.course_list": False,
         "nbgrader.server_extensions.validate_assignment": False,
-        "autograder.lab_validate": True,
+        "autograder.grader.lab_validate": True,
     }
 )
 c.LabApp.custom_css = True

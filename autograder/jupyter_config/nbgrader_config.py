@@ -5,6 +5,6 @@ the settings every run of this course shares come from here: among them, Validat
 score and each failing test cell's one-line diagnosis.
 """
 
-from autograder.nbgrader_settings import apply_common
+from autograder.grader.nbgrader_settings import apply_common
 
 apply_common(get_config())  # noqa: F821 (provided by nbgrader when it loads this file)

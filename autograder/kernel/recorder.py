@@ -7,7 +7,7 @@ operator's output, or a *constant* carried by value), each read of a tensor's va
 that runs no operator (``.tolist()``, ``.numpy()``, printing), the torch functions it called by
 name, its outcome (the result as refs, or the error it raised) and the state it left on every
 module the grader watches. A record is a claim: the grader believes none of it without
-recomputing it (see :mod:`autograder.checks.replay.rerun`).
+recomputing it (see :mod:`autograder.grader.verify.rerun`).
 
 Shape legend: none; this module records tensors of any shape.
 """

@@ -475,7 +475,7 @@ def write_submissions(root: Path, cases: list[Case], assignment: str) -> None:
 def notebooks(workdir: Path, notebook_id: str = "01_attention_from_scratch"):
     """The instructor notebook (from its jupytext source) and its release, generated here."""
     from autograder.build import instructor_notebook_text
-    from autograder.nbgrader_run import NbgraderRun
+    from autograder.grader.nbgrader_run import NbgraderRun
 
     solution = nbformat.reads(instructor_notebook_text(notebook_id), as_version=4)
     run = NbgraderRun(workdir / "release-build")

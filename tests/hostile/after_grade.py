@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from autograder.classroom.isolation import KERNEL_UID_BASE, UID_BLOCK, UID_LOCKS
+from autograder.grader.isolation import KERNEL_UID_BASE, UID_BLOCK, UID_LOCKS
 
 
 def uid_base(stdout: str) -> int | None:

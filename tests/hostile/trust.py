@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import nbformat
 
 from autograder import nbcell, paths
-from autograder.classroom import scan
+from autograder.grader import scan
 
 NB01, NB02, NB03, NB04 = (
     "01_attention_from_scratch",
@@ -316,7 +316,7 @@ def to_nn_mha_masks(lengths, max_len, causal=True):
 
 HIDDEN_NO_OPS = "check_tiled_values = check_tiled_causal = lambda *a, **k: None\n"
 
-FORGED_SOFTMAX_RECORDING = '''from autograder.checks.replay import publish_recording
+FORGED_SOFTMAX_RECORDING = '''from autograder.grader.verify import publish_recording
 
 
 def _by_hand(x, dim=-1):

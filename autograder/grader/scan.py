@@ -5,7 +5,7 @@ They are listed per submission in the summary and the grades CSV. Magics and ``!
 are translated to Python first (IPython's own transformer), so ``!cat ../x`` is seen too.
 
 One kind is more than a hint: code the learner wrote that uses anything outside the allow-list
-of :mod:`autograder.classroom.allowed` could reach around the checks, so :func:`withheld_tests`
+of :mod:`autograder.grader.allowed` could reach around the checks, so :func:`withheld_tests`
 names the test cells that depend on such code, and their points wait for a person. The course's
 own answers stay inside it.
 """
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from IPython.core.inputtransformer2 import TransformerManager
 
 from autograder import nbcell
-from autograder.classroom import allowed
+from autograder.grader import allowed
 
 LIBRARIES = {"torch", "F", "nn", "np", "numpy", "math", "builtins", "autograder", "IPython"}
 CALLS = {

@@ -106,7 +106,7 @@ def detect(allow_bwrap: bool = True) -> Isolation:
         if not _works([*probe, "true"]):
             bwrap = None
     setpriv = shutil.which("setpriv") if as_root else None
-    probe = "from autograder.classroom.sockets import probe; probe()"
+    probe = "from autograder.grader.sockets import probe; probe()"
     capped = _works([sys.executable, "-P", "-c", probe])
     return Isolation(prlimit, bwrap, setpriv, as_root, sockets_capped=capped)
 

@@ -61,11 +61,11 @@ from typing import Any
 
 import torch
 
+from autograder.checks import operators
+from autograder.checks.measure import engine_replayed
 from autograder.kernel.codec import Opaque, ReplayError, decode_tensor, decode_value
 
-from . import operators
 from .budget import Budget, quiet
-from .measure import engine_replayed
 from .writes import refuse_writes
 
 MAX_LITERALS = 32  # distinct literal numbers per call

@@ -4,7 +4,7 @@ One limit for every cell (60 s) let an endless loop in notebook 01's ``softmax``
 minutes before ``check`` named it: the test cell, then each demonstration cell that calls it,
 waited out the whole limit, when the solution runs each of them in well under a second. So each
 cell of each instructor notebook was timed once, running top to bottom as a learner runs it, and
-the seconds are stored in :data:`MEASURED` by cell id (``python -m autograder.cell_limits``
+the seconds are stored in :data:`MEASURED` by cell id (``python -m autograder.grader.cell_limits``
 measures again). A cell's limit is :data:`MARGIN` times that, never below :data:`FLOOR_S` and
 never above the ``--cell-timeout`` given; a cell the instructor notebook does not have (one the
 learner added) keeps ``--cell-timeout``, and an id several notebooks share (``setup``) gets the
@@ -62,7 +62,7 @@ def measure(notebook_id: str) -> dict[str, float]:
     import nbformat
     from nbclient import NotebookClient
 
-    from autograder.kernel_channels import KernelManager
+    from autograder.grader.kernel_channels import KernelManager
 
     os.environ.update(MPLBACKEND="Agg", OMP_NUM_THREADS="1")
     nb = nbformat.read(paths.solution_notebook(notebook_id), as_version=4)

@@ -1,12 +1,12 @@
-"""A sandboxed kernelspec's launcher: ``python -m autograder.classroom.launch SPEC -- CMD``.
+"""A sandboxed kernelspec's launcher: ``python -m autograder.grader.launch SPEC -- CMD``.
 
 jupyter_client starts it (outside any sandbox) in the notebook's folder with the connection file
-in the kernel's runtime folder (:func:`autograder.classroom.sockets.fresh_runtime`: made by the
+in the kernel's runtime folder (:func:`autograder.grader.sockets.fresh_runtime`: made by the
 grader for this kernel alone); it execs ``prlimit ... bwrap ... [setpriv ...] CMD`` so that the
 kernel sees only the files of that folder (read-only, notebooks excluded: the folder nbgrader
 executes in holds the notebook with its hidden tests restored), its runtime folder (read-only,
 but for the ``sockets/`` folder its ZeroMQ sockets are bound in) and the system. The kernel
-manager must be :class:`~autograder.classroom.kernels.SandboxKernelManager`, which makes that
+manager must be :class:`~autograder.grader.kernels.SandboxKernelManager`, which makes that
 folder (:func:`sandbox_settings` sets it).
 """
 
@@ -19,14 +19,8 @@ import stat
 import sys
 from pathlib import Path
 
-from autograder.classroom.isolation import (
-    Isolation,
-    Limits,
-    bwrap_argv,
-    kernel_env,
-    prlimit_argv,
-)
-from autograder.classroom.sockets import MARKER, SOCKETS, private_home
+from autograder.grader.isolation import Isolation, Limits, bwrap_argv, kernel_env, prlimit_argv
+from autograder.grader.sockets import MARKER, SOCKETS, private_home
 
 KERNEL_NAME = "mha-sandbox"
 
@@ -45,7 +39,7 @@ def sandbox_settings(c, runtime: Path, uid: int | None = None) -> None:
     for each kernel (``uid``: the kernels'); put ``write_kernelspec``'s folder on JUPYTER_PATH.
     """
     c.Execute.kernel_name = KERNEL_NAME
-    c.Execute.kernel_manager_class = "autograder.classroom.kernels.SandboxKernelManager"
+    c.Execute.kernel_manager_class = "autograder.grader.kernels.SandboxKernelManager"
     c.SandboxKernelManager.runtime_base = str(runtime)
     c.SandboxKernelManager.kernel_uid = -1 if uid is None else uid
 
@@ -71,7 +65,7 @@ def write_kernelspec(
         "argv": [
             sys.executable,
             "-m",
-            "autograder.classroom.launch",
+            "autograder.grader.launch",
             str(spec_dir / "sandbox.json"),
             "--",
             sys.executable,

@@ -3,14 +3,14 @@
 In classroom grading each assignment's kernels import ``autograder`` from a tree built here
 (bound read-only into the sandbox, first on ``PYTHONPATH``; the real package is not bound):
 
-- ``autograder/kernel/``: the recorder the grader's requests run through (it knows no answer);
+- ``autograder/kernel/``: the recorder the grader's requests run through (it knows no answer) and
+  the forkserver that becomes each warm kernel;
 - ``autograder/tools/``: the learner tools, except that every name the assignment's check modules
   declare in ``ANSWERS_IN_TOOLS`` keeps its name and signature but raises when used, and the
   data files they declare are left out;
 - ``autograder/checks/``: no-op stand-ins: a test cell's ``check_*`` calls do nothing in the
-  kernel, because the grader runs the real checks in its own process (``checks.replay.cells``);
-- ``autograder/torch_helpers.py`` and ``autograder/classroom/zygote.py`` (the forkserver that
-  becomes each warm kernel).
+  kernel, because the grader runs the real checks in its own process (``grader.verify.cells``);
+- ``autograder/torch_helpers.py``.
 
 An assignment's check modules are the ones its instructor notebook imports; notebook 09 reuses
 02's, 03's and 04's checks, so their declared answers are withheld from 09 too.
@@ -29,7 +29,7 @@ from pathlib import Path
 from autograder import paths
 
 PACKAGE = paths.REPO_ROOT / "autograder"
-COPIED = ("__init__.py", "torch_helpers.py", "kernel", "tools", "classroom/zygote.py")
+COPIED = ("__init__.py", "torch_helpers.py", "kernel", "tools")
 
 CHECKS_STUB = '''"""Stand-ins for the checks in a grading kernel: the grader runs the real ones."""
 
@@ -149,10 +149,8 @@ def build(cache: Path, notebook_source: str) -> Path:
             dest.write_text(withhold(path.read_text(), code[dotted]))
         else:
             shutil.copyfile(path, dest)
-    for stub in ("checks/__init__.py", "classroom/__init__.py"):
-        (building / "autograder" / stub).parent.mkdir(parents=True, exist_ok=True)
+    (building / "autograder" / "checks").mkdir(parents=True, exist_ok=True)
     (building / "autograder" / "checks" / "__init__.py").write_text(CHECKS_STUB)
-    (building / "autograder" / "classroom" / "__init__.py").write_text('"""The forkserver."""\n')
     for name in all_check_modules():
         (building / "autograder" / "checks" / f"{name}.py").write_text(
             "from autograder.checks import CheckFailure, __getattr__  # noqa: F401\n"

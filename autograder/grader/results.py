@@ -2,8 +2,9 @@
 
 :func:`read_notebook` turns the gradebook's grades and the autograded notebook into a
 :class:`NotebookResult`: the automatically graded cells in notebook order, each with its one-line
-diagnosis (:func:`autograder.messages.cell_message`), and the cells a person grades. ``grade``
-then re-checks the passed cells outside the kernel (``CellResult.check``); ``check`` does not.
+diagnosis (:func:`autograder.grader.messages.cell_message`), and the cells a person grades.
+``grade`` then re-checks the passed cells outside the kernel (``CellResult.check``); ``check``
+does not.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 import nbformat
 
 from autograder import nbcell
-from autograder.messages import NOT_PASSED, cell_message
+from autograder.grader.messages import NOT_PASSED, cell_message
 
 
 @dataclass
@@ -49,7 +50,7 @@ class NotebookResult:
 
     @classmethod
     def from_summary(cls, notebook_id: str, summary: dict) -> NotebookResult:
-        """A notebook's part of ``grade``'s result file (``classroom.worker.notebook_summary``),
+        """A notebook's part of ``grade``'s result file (``grader.worker.notebook_summary``),
         or a result's own :meth:`to_json`, back as a result."""
         result = cls(summary["notebook"], notebook_id, stopped=summary.get("stopped"))
         result.cells = [CellResult(**cell) for cell in summary["cells"]]

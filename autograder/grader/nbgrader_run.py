@@ -21,7 +21,7 @@ from nbgrader.apps import NbGraderAPI
 from nbgrader.coursedir import CourseDirectory
 from traitlets.config import Config
 
-from autograder.nbgrader_settings import IGNORED_FILES, scratch_config
+from autograder.grader.nbgrader_settings import IGNORED_FILES, scratch_config
 
 
 @functools.cache

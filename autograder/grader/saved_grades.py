@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 
 from autograder import paths
-from autograder.classroom.files import files_digest, write_atomic
-from autograder.classroom.isolation import Limits
-from autograder.results import NotebookResult
+from autograder.grader.files import files_digest, write_atomic
+from autograder.grader.isolation import Limits
+from autograder.grader.results import NotebookResult
 
 FOLDER = paths.SAVED_GRADES
 VERSION = 1

@@ -1,4 +1,4 @@
-"""A grading worker: ``python -m autograder.classroom.worker CONFIG INDEX [ASSIGNMENT]``.
+"""A grading worker: ``python -m autograder.grader.worker CONFIG INDEX [ASSIGNMENT]``.
 
 It owns a private nbgrader course (copied from the run's template: sources, releases, a
 gradebook holding only the assignments), a runtime folder for kernel sockets and, in warm mode,
@@ -25,24 +25,20 @@ import nbformat
 from nbgrader.api import MissingEntry
 
 from autograder import nbcell
-from autograder.classroom.execute import RunRecords
-from autograder.classroom.files import copy_atomic, write_json
-from autograder.classroom.gradebook import submission_record
-from autograder.classroom.isolation import Isolation, Limits, kernel_uid
-from autograder.classroom.kernels import (
-    SandboxKernelManager,
-    ZygoteError,
-    ZygoteServer,
-)
-from autograder.classroom.launch import prepare_runtime, write_kernelspec
-from autograder.classroom.run_config import RunConfig
-from autograder.classroom.scan import scan_notebook, withheld_tests
-from autograder.classroom.sockets import own_mounts, share_mounts_below
-from autograder.classroom.structure import SubmissionError, prepare
-from autograder.feedback import sanitize
-from autograder.nbgrader_run import NbgraderRun, kernel_stderr_silenced
-from autograder.nbgrader_settings import grading_config
-from autograder.results import CellResult, NotebookResult, read_notebook
+from autograder.grader.execute import RunRecords
+from autograder.grader.feedback import sanitize
+from autograder.grader.files import copy_atomic, write_json
+from autograder.grader.gradebook import submission_record
+from autograder.grader.isolation import Isolation, Limits, kernel_uid
+from autograder.grader.kernels import SandboxKernelManager, ZygoteError, ZygoteServer
+from autograder.grader.launch import prepare_runtime, write_kernelspec
+from autograder.grader.nbgrader_run import NbgraderRun, kernel_stderr_silenced
+from autograder.grader.nbgrader_settings import grading_config
+from autograder.grader.results import CellResult, NotebookResult, read_notebook
+from autograder.grader.run_config import RunConfig
+from autograder.grader.scan import scan_notebook, withheld_tests
+from autograder.grader.sockets import own_mounts, share_mounts_below
+from autograder.grader.structure import SubmissionError, prepare
 
 RESULT_VERSION = 1
 EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")  # kept beside each graded notebook
@@ -75,7 +71,7 @@ def verdict(
     """What a passed cell's re-check means: (withdrawn as, why, flag for a person), each or None.
 
     ``depends_on``: the learner's code outside the allow-list the test uses, if any
-    (:func:`~autograder.classroom.scan.withheld_tests`); its points wait for a person. While
+    (:func:`~autograder.grader.scan.withheld_tests`); its points wait for a person. While
     verifying, the kernel's checks are stand-ins that always pass, so a cell the grader could not
     verify has earned nothing yet: its points wait for a person too.
     """
@@ -341,7 +337,7 @@ class Worker:
                     copy_atomic(src, self.out / kind / student / assignment / filename)
         # nbgrader's exchange files (``submit`` writes them, ``collect`` keeps them):
         # ``release_feedback`` finds a learner's feedback by them, and ``generate_feedback`` in
-        # graded/ copies them from autograded/ into feedback/.
+        # graded/ copies them from autograded/ into grader/feedback/.
         for filename in EXCHANGE_FILES:
             src = course / "autograded" / student / assignment / filename
             for kind in ("autograded", "feedback") if src.is_file() else ():

@@ -15,8 +15,8 @@ from pathlib import Path
 from nbgrader.api import Gradebook, MissingEntry
 from sqlalchemy.exc import SAWarning
 
-from autograder.nbgrader_run import put_environment_on_path
-from autograder.nbgrader_settings import COURSE_ID
+from autograder.grader.nbgrader_run import put_environment_on_path
+from autograder.grader.nbgrader_settings import COURSE_ID
 
 GRADE_FIELDS = ("auto_score", "manual_score", "extra_credit", "needs_manual_grade")
 COMMENT_FIELDS = ("auto_comment", "manual_comment")
@@ -259,7 +259,7 @@ def export_csv(gb_path: Path, results: list[dict], target: Path) -> None:
         {c: v if c in NUMBER_COLUMNS else spreadsheet_safe(v) for c, v in row.items()}
         for row in rows
     )
-    from autograder.classroom.files import write_atomic
+    from autograder.grader.files import write_atomic
 
     write_atomic(target, buffer.getvalue())
 

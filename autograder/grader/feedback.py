@@ -23,7 +23,7 @@ from nbconvert.preprocessors.sanitize import SanitizeHTML
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from autograder import nbcell
-from autograder.messages import explain_error
+from autograder.grader.messages import explain_error
 
 HIDDEN_REGION = re.compile(
     r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[^\n]*\n?",
@@ -219,7 +219,9 @@ class ValidationSummary:
         self.first.traceback = [f"{SCORE_START}{headline}\n{SCORE_END}{first}", *rest]
 
 
-_SUMMARY = ValidationSummary()  # one Validate at a time: autograder.lab_validate holds a lock
+_SUMMARY = (
+    ValidationSummary()
+)  # one Validate at a time: autograder.grader.lab_validate holds a lock
 
 
 def _cell_started(**kwargs) -> None:

@@ -7,7 +7,8 @@ send no output, saves and file listings wait, and a page that asks the server an
 with them. This extension serves the same two addresses nbgrader's button calls
 (``/assignments/validate`` and ``/nbgrader_version``) with nbgrader's own code, but the grading
 runs in a worker thread and the server keeps answering. One Validate grades at a time (its
-summary, :data:`autograder.feedback._SUMMARY`, is one per process); a second click waits its turn.
+summary, :data:`autograder.grader.feedback._SUMMARY`, is one per process); a second click waits
+its turn.
 
 The notebook is read as ``check`` reads it (:func:`autograder.notebook_files.read_notebook`):
 Ctrl+S truncates the file and writes it anew, and a Validate that read in between crashed with
@@ -85,7 +86,7 @@ class ThreadedValidateHandler(ValidateAssignmentHandler):
 
 
 def _jupyter_server_extension_points():
-    return [{"module": "autograder.lab_validate"}]
+    return [{"module": "autograder.grader.lab_validate"}]
 
 
 def _load_jupyter_server_extension(serverapp) -> None:

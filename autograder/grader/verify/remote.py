@@ -1,11 +1,12 @@
 """The trusted end of a learner call: send it to the kernel, rebuild what comes back.
 
-``_core.call`` hands every call of learner code to :func:`intercept`. Outside a verification it
-simply runs the call. During one (:func:`active`), the callee is a stand-in (:class:`Learner` for a
-global, :class:`StandIn` for a module the learner's code made): the call, its arguments and the
-state of every module the statement has seen travel to the kernel as a pickle; the kernel's JSON
-record comes back, :class:`.rerun.Rerun` recomputes it and :mod:`.rebuild` turns it into the
-call's result and the state it left on modules.
+The checks' ``_core.call`` hands every call of learner code to its hook, which :func:`active`
+sets to :func:`intercept`. Outside a verification the call simply runs. During one
+(:func:`active`), the callee is a stand-in (:class:`Learner` for a global, :class:`StandIn` for a
+module the learner's code made): the call, its arguments and the state of every module the
+statement has seen travel to the kernel as a pickle; the kernel's JSON record comes back,
+:class:`.rerun.Rerun` recomputes it and :mod:`.rebuild` turns it into the call's result and the
+state it left on modules.
 
 Gradients: a backward pass the check starts (``loss.backward``) runs here, on the recomputed
 graph, so the gradients it leaves are the grader's own.
@@ -26,6 +27,7 @@ from typing import Any
 
 import torch
 
+from autograder.checks import calls_through, operators, run_here
 from autograder.kernel.codec import (
     ReplayError,
     call_inputs,
@@ -35,7 +37,7 @@ from autograder.kernel.codec import (
 )
 from autograder.torch_helpers import note_claimed_calls
 
-from . import operators, rebuild, writes
+from . import rebuild, writes
 from .pickles import Learner, Outliner, dumps
 from .rebuild import StandIn
 from .rerun import CannotReplay, Rerun, quiet, ref_number
@@ -96,17 +98,14 @@ def ask(kernel: Callable[[bytes], str | None], request: dict) -> dict:
 _SESSION: Session | None = None
 
 
-def verifying() -> bool:
-    """Whether a check runs in the grader, verifying a kernel's records (not in a notebook)."""
-    return _SESSION is not None
-
-
 @contextlib.contextmanager
 def active(session: Session) -> Iterator[Session]:
+    """Calls of learner code go to ``session``'s kernel (through the checks' hook) inside."""
     global _SESSION
     outer, _SESSION = _SESSION, session
     try:
-        yield session
+        with calls_through(intercept):
+            yield session
     finally:
         _SESSION = outer
 
@@ -121,8 +120,7 @@ def intercept(
     """
     session = _SESSION
     if session is None or session.depth or _target(session, fn) is None:
-        with patched(patches or {}):
-            return invoke(fn, args, kwargs)
+        return run_here(fn, args, kwargs, invoke, patches or {})
     session.depth += 1
     try:
         return _remote(session, fn, args, kwargs, patches or {})
@@ -188,15 +186,6 @@ def _modes(module: torch.nn.Module) -> tuple[dict, dict]:
             if not k.startswith("_") and k != "training" and isinstance(v, bool | int | float | str)
         }
     return training, plain
-
-
-@contextlib.contextmanager
-def patched(patches: dict) -> Iterator[None]:
-    """``unittest.mock.patch(name, return_value=value)`` for each item, here or in the kernel."""
-    from autograder.kernel.server import patched as in_kernel
-
-    with in_kernel(patches):
-        yield
 
 
 def _register(session: Session, modules: list, send: bool) -> dict:
@@ -275,5 +264,4 @@ __all__ = [
     "active",
     "intercept",
     "ref_number",
-    "verifying",
 ]

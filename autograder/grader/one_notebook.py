@@ -17,9 +17,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from autograder import paths
-from autograder.classroom.isolation import Limits
-from autograder.nbgrader_run import NbgraderRun
-from autograder.results import CellResult, NotebookResult, read_notebook
+from autograder.grader.isolation import Limits
+from autograder.grader.nbgrader_run import NbgraderRun
+from autograder.grader.results import CellResult, NotebookResult, read_notebook
 
 __all__ = ["CellResult", "NotebookResult", "Submission", "grade_submissions"]
 
@@ -40,7 +40,7 @@ def _result_from_gradebook(run: NbgraderRun, sub: Submission) -> NotebookResult:
 
 
 def _grade_one(run: NbgraderRun, records: dict, sub: Submission) -> NotebookResult:
-    from autograder.classroom.structure import SubmissionError, prepare
+    from autograder.grader.structure import SubmissionError, prepare
 
     nb_id, name = sub.notebook_id, f"{sub.notebook_id}.ipynb"
     failed = NotebookResult(notebook=str(sub.path), notebook_id=nb_id)
@@ -76,10 +76,10 @@ def _grade_one(run: NbgraderRun, records: dict, sub: Submission) -> NotebookResu
 def _grading_course(tmp: Path, limits: Limits):
     """(An nbgrader run with the classroom's settings, verification off, sandboxed if possible,
     the records of its notebooks' runs)."""
-    from autograder.classroom.execute import RunRecords
-    from autograder.classroom.isolation import detect, prepare_font_cache
-    from autograder.classroom.launch import prepare_runtime, write_kernelspec
-    from autograder.nbgrader_settings import grading_config
+    from autograder.grader.execute import RunRecords
+    from autograder.grader.isolation import detect, prepare_font_cache
+    from autograder.grader.launch import prepare_runtime, write_kernelspec
+    from autograder.grader.nbgrader_settings import grading_config
 
     iso = detect()
     fonts = prepare_font_cache(tmp / "fonts") if iso.sandboxed else None

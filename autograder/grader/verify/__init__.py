@@ -11,6 +11,6 @@ answer, results that do not come from the inputs, and more work than a check nee
 *how* a result is computed run inside the check's own dispatch modes here, so they measure the
 recomputed operators.
 
-Import the sub-modules directly (``from autograder.checks.replay import cells``): this package
+Import the sub-modules directly (``from autograder.grader.verify import cells``): this package
 imports nothing, so that ``_core`` can import :mod:`.remote` without a cycle.
 """

@@ -21,25 +21,21 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import importlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
+from autograder.checks import operators
+from autograder.checks.registry import allowed_operators, find_check, unverifiable
 from autograder.kernel import server
 from autograder.kernel.codec import ReplayError, UnreadableReply, decode_value
 
-from . import fresh, operators, remote
+from . import fresh, remote
 from .rerun import CannotReplay, Rerun
 from .writes import InputWritten
-
-# One module per notebook, named after its number (nb01_attention ...): see the README.
-CHECKS_DIR = Path(__file__).resolve().parent.parent
-CHECK_MODULES = tuple(sorted(p.stem for p in CHECKS_DIR.glob("nb[0-9][0-9]_*.py")))
 
 
 @dataclass(frozen=True)
@@ -74,30 +70,6 @@ def _argument(node: ast.expr) -> tuple:
     if isinstance(node, ast.Name):
         return ("name", node.id)
     return ("const", ast.literal_eval(node))
-
-
-def _module_of(name: str):
-    for module in CHECK_MODULES:
-        found = importlib.import_module(f"autograder.checks.{module}")
-        if name.startswith("check_") and callable(getattr(found, name, None)):
-            return found
-    raise ValueError(f"there is no check named {name}")
-
-
-def find_check(name: str) -> Callable:
-    """The ``check_*`` function of that name, from the checks package (imported on demand)."""
-    return getattr(_module_of(name), name)
-
-
-def allowed_operators(name: str) -> frozenset[str]:
-    """The ATen operators learner code may run under the check ``name``: its module's
-    ``OPERATORS``, else :data:`.operators.DEFAULT`."""
-    return getattr(_module_of(name), "OPERATORS", operators.DEFAULT)
-
-
-def unverifiable(name: str) -> str | None:
-    """Why the check ``name`` cannot be verified outside the kernel, or None."""
-    return getattr(_module_of(name), "UNVERIFIABLE", {}).get(name)
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ notebook's budget went on waiting instead of grading. Waiting in slices of :data
 ending in that real poll, bounds the delay of a lost wake-up by a second.
 
 nbclient takes :class:`KernelManager` as ``kernel_manager_class``; the grading kernels' manager
-(:class:`autograder.classroom.kernels.SandboxKernelManager`) is one.
+(:class:`autograder.grader.kernels.SandboxKernelManager`) is one.
 """
 
 from __future__ import annotations
@@ -52,5 +52,5 @@ class KernelClient(AsyncKernelClient):
 class KernelManager(AsyncKernelManager):
     """jupyter_client's asyncio kernel manager, handing out :class:`KernelClient`."""
 
-    client_class = DottedObjectName("autograder.kernel_channels.KernelClient")
+    client_class = DottedObjectName("autograder.grader.kernel_channels.KernelClient")
     client_factory = Type(klass=KernelClient)  # what client() makes: its default is not re-read

@@ -12,7 +12,7 @@ never ran (kernel dead, notebook stopped) would pass. :class:`GradingExecute` in
   traceback), so nbgrader still sees the failure, and a note in the cell says what was cut;
 - drops ``execute_result`` outputs a test cell did not produce itself: nbgrader reads the first
   one as partial credit, and learner code can publish one before the test fails;
-- after each test cell that passed, verifies it (:mod:`autograder.checks.replay.cells`): the
+- after each test cell that passed, verifies it (:mod:`autograder.grader.verify.cells`): the
   cell's checks run in this, the grader's process, and every call of learner code is sent to the
   kernel as a request the kernel answers with a record this process recomputes. No cell is added
   to the notebook, and nothing a submitted cell carries can pose as the grader's request.
@@ -37,9 +37,9 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Instance, Integer
 
 from autograder import nbcell
-from autograder.classroom.hangs import Hangs
-from autograder.classroom.kernels import SandboxKernelManager
-from autograder.classroom.sockets import let_kernel_connect
+from autograder.grader.hangs import Hangs
+from autograder.grader.kernels import SandboxKernelManager
+from autograder.grader.sockets import let_kernel_connect
 
 ACCEPT_TIMEOUT_S = 20  # for the kernel to connect to the grader's socket
 INTERRUPT_GRACE_S = 10  # for a kernel to stop after an interrupt
@@ -306,7 +306,7 @@ class GradingExecute(Execute):
         interrupted, as a cell would be, and the cell refuted; a kernel that dies, or ignores the
         interrupt, ends the notebook.
         """
-        from autograder.checks.replay.cells import verify_cell  # torch: only where it verifies
+        from autograder.grader.verify.cells import verify_cell  # torch: only where it verifies
 
         began = time.monotonic()
         self._late = False
@@ -333,7 +333,7 @@ class GradingExecute(Execute):
 
     def _ask(self, conn, request: bytes, index: int) -> str | None:
         """One request to the kernel's server; its reply, or None (too late, or the kernel died)."""
-        from autograder.checks.replay.remote import MAX_REPLY_BYTES
+        from autograder.grader.verify.remote import MAX_REPLY_BYTES
         from autograder.kernel import server
 
         if conn is None or self._stop is not None or self._late:

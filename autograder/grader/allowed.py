@@ -5,7 +5,7 @@ switches, named modules) each met a fresh adversary with a mechanism none of the
 TorchScript, the autograd engine's private entry point, a worker thread, the meta device,
 ``pkgutil.resolve_name`` of split strings, numpy. The exercises need far less than Python
 offers, so this module names what they need and everything else is *outside*: the grader does
-not score a test that reaches such code (:func:`autograder.classroom.scan.withheld_tests`), a
+not score a test that reaches such code (:func:`autograder.grader.scan.withheld_tests`), a
 person does.
 
 Allowed in code the learner writes:

@@ -1,12 +1,13 @@
 """Sandboxed kernels for nbgrader's Execute step: cold (one bwrap per kernel) or warm (forked).
 
 ``SandboxKernelManager`` is given to nbclient as ``kernel_manager_class``. Without a forkserver it
-starts the ``mha-sandbox`` kernelspec (:mod:`autograder.classroom.launch`): a fresh sandbox per
+starts the ``mha-sandbox`` kernelspec (:mod:`autograder.grader.launch`): a fresh sandbox per
 kernel. With one (:class:`ZygoteServer`, one per worker, itself sandboxed), a kernel is a fork of a
 process that has already imported torch: the same limits and view of the file system, ~3 s of CPU
 less per notebook. Either way, zmq messages above a size cap are refused, so a kernel cannot make
-the grader allocate gigabytes for one output; and its client is :mod:`autograder.kernel_channels`'
-(a reply whose wake-up was lost waits a second, not a cell limit).
+the grader allocate gigabytes for one output; and its client is
+:mod:`autograder.grader.kernel_channels`' (a reply whose wake-up was lost waits a second, not a
+cell limit).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from traitlets import Integer, Unicode
 
 from autograder import nbcell
-from autograder.classroom.isolation import (
+from autograder.grader.isolation import (
     Isolation,
     Limits,
     bwrap_argv,
@@ -38,9 +39,9 @@ from autograder.classroom.isolation import (
     prlimit_argv,
     python_binds,
 )
-from autograder.classroom.launch import visible_files
-from autograder.classroom.sockets import SOCKETS, fresh_runtime, remove_runtime, sockets_full
-from autograder.kernel_channels import KernelManager
+from autograder.grader.kernel_channels import KernelManager
+from autograder.grader.launch import visible_files
+from autograder.grader.sockets import SOCKETS, fresh_runtime, remove_runtime, sockets_full
 
 MAX_MESSAGE_BYTES = 64 * 1024**2
 INLINE_BACKEND = "matplotlib_inline.backend_inline"
@@ -109,7 +110,7 @@ class ZygoteServer:
             uid=self.uid,
             env=env,
         )
-        command = [sys.executable, "-m", "autograder.classroom.zygote"]
+        command = [sys.executable, "-m", "autograder.kernel.zygote"]
         command += [json.dumps(self.modules), str(self.workroot)]
         fonts = font_files(str(self.font_cache) if self.font_cache else None)
         protected = [str(self.runtime), str(self.inbox), *python_binds(self.limits), *fonts]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import re
 
-from autograder.classroom.scan import bindings, parse, reached_names
+from autograder.grader.scan import bindings, parse, reached_names
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # IPython's frame header for code run from a cell: "Cell In[3], line 4, in M.forward(self, x)"
