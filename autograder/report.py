@@ -2,7 +2,7 @@
 
 ``check`` ends every run with one line: the score, the first test to fix and the section of the
 notebook it tests, so the line a learner needs is the last one in the terminal. Test cells that
-only say their exercise is not written yet (:func:`autograder.grader.messages.is_unfinished`)
+only say their exercise is not written yet (``CellResult.unfinished``, from the error's name)
 share one line, so an unfinished notebook does not scroll its score off the top.
 """
 
@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from autograder import nbcell, paths
-from autograder.grader.messages import is_unfinished
 
 if TYPE_CHECKING:  # grading imports nbgrader and torch: seconds, and the header comes at once
     from autograder.grader.one_notebook import NotebookResult
@@ -119,7 +118,7 @@ def format_result(result: NotebookResult) -> str:
     if result.stopped:
         lines.append(f"  stopped early: {result.stopped}")
     lines += [f"  note: {note}" for note in result.notes]
-    waiting = [c for c in result.cells if not c.passed and is_unfinished(c.message)]
+    waiting = [c for c in result.cells if not c.passed and c.unfinished]
     width = max((len(c.grade_id) for c in result.cells if c not in waiting), default=0)
     width = max([width, *(len(m["grade_id"]) for m in result.manual)])
     for cell in result.cells:

@@ -51,10 +51,24 @@ class CheckFailure(AssertionError):
 RUN_AGAIN = "then run this test cell again (its message stays until you do)"
 
 
+class NotWrittenYet(CheckFailure):
+    """The exercise a check reached is still its stub (or its answer still unset).
+
+    ``check`` groups these cells on one line ("exercise not written yet") by this exception's
+    name in the cell's error, not by reading the sentence.
+    """
+
+
 def fail(message: str) -> NoReturn:
     """Raise :class:`CheckFailure` without the internal frames that led here."""
     __tracebackhide__ = True
     raise CheckFailure(message)
+
+
+def not_written(message: str) -> NoReturn:
+    """Raise :class:`NotWrittenYet`: ``message`` says which exercise to write first."""
+    __tracebackhide__ = True
+    raise NotWrittenYet(message)
 
 
 def make_generator(seed: int) -> torch.Generator:
@@ -155,7 +169,7 @@ def call(
         if flags.get("stub_where") in ("__init__", "forward"):
             raise CheckFailure(stub_inside) from None
     if flags.get("stub"):
-        raise CheckFailure(
+        raise NotWrittenYet(
             f"`{name}` is not implemented yet: replace `raise NotImplementedError()` with your "
             "code."
         ) from None

@@ -39,6 +39,7 @@ from ._core import (
     fail,
     first_match,
     make_generator,
+    not_written,
     randint,
     randn,
     wide_draws,
@@ -600,6 +601,7 @@ def check_quiz_answer(question: str, answer, *, seed: int = 0, thorough: bool = 
     name = f"answer_{question}"
     letter = answer.strip(" ().").lower() if isinstance(answer, str) else None
     if letter not in ("a", "b", "c", "d"):
-        fail(f'Set `{name}` to one letter as a string, for example "a" (got {answer!r}).')
+        unset = not_written if answer is None else fail
+        unset(f'Set `{name}` to one letter as a string, for example "a" (got {answer!r}).')
     if letter != right:
         fail(f"`{name}` = {letter!r} is not the best choice: {wrong[letter]}.")

@@ -35,7 +35,7 @@ from autograder.tools.modules import TorchMultiHeadAttention
 from autograder.tools.nb04_gqa import TorchGroupedQueryAttention, cache_nbytes, meta_cache
 from autograder.torch_helpers import one_thread
 
-from ._core import fail
+from ._core import fail, not_written
 from .nb09_beyond import BEYOND_CHOICES, BEYOND_NUMBERS
 from .nb09_loop import LOOP_CHOICES, LOOP_NUMBERS
 
@@ -435,7 +435,7 @@ NUMBERS.update({question: _Number(*spec) for question, spec in BEYOND_NUMBERS.it
 
 def _not_set(name: str, example: str) -> None:
     __tracebackhide__ = True
-    fail(
+    not_written(
         f"`{name}` is not set yet: replace `raise NotImplementedError()` in its answer cell with "
         f"`{name} = {example}` and run that cell."
     )

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from autograder.classroom.learner_ids import printable
 from autograder.grader.isolation import Isolation, Limits, describe
+from autograder.grader.results import CheckStatus
 
 EXIT_OK, EXIT_ERRORS = 0, 2
 
@@ -99,14 +100,14 @@ class Summary:
             for r in flagged:
                 say(f"  {r['student']}/{r['assignment']}: " + "; ".join(r["flags"][:6]))
         cells = [c for r in graded for nb in r.get("notebooks", []) for c in nb["cells"]]
-        unverified = [c["grade_id"] for c in cells if c.get("check") == "unverified"]
+        unverified = [c["grade_id"] for c in cells if c.get("check") == CheckStatus.UNVERIFIED]
         if unverified:
             names = ", ".join(sorted(set(unverified)))
             say(
                 f"note: {len(unverified)} passed cell(s) could not be verified outside the kernel "
                 f"({names}): they keep their in-kernel points (flags above say which)"
             )
-        withheld = [c["grade_id"] for c in cells if c.get("check") == "withheld"]
+        withheld = [c["grade_id"] for c in cells if c.get("check") == CheckStatus.WITHHELD]
         if withheld:
             names = ", ".join(sorted(set(withheld)))
             say(

@@ -103,9 +103,9 @@ def shorten(content: dict, chars: int) -> None:
 class RunRecords(dict):
     """notebook id -> what happened when it ran, filled by :class:`GradingExecute`.
 
-    The caller of nbgrader creates one, hands it over in the config
-    (``c.GradingExecute.records``) and reads it after ``autograde``. traitlets deep-copies config
-    values; this one stays the caller's own object.
+    :class:`~autograder.grader.pipeline.GradingRun` owns one, hands it over in the config
+    (``c.GradingExecute.records``) and returns each autograde's records; nothing else reads it.
+    traitlets deep-copies config values; this one stays its owner's object.
     """
 
     def __deepcopy__(self, memo):

@@ -17,6 +17,7 @@ from sqlalchemy.exc import SAWarning
 
 from autograder.grader.nbgrader_run import put_environment_on_path
 from autograder.grader.nbgrader_settings import COURSE_ID
+from autograder.grader.results import CheckStatus
 
 GRADE_FIELDS = ("auto_score", "manual_score", "extra_credit", "needs_manual_grade")
 COMMENT_FIELDS = ("auto_comment", "manual_comment")
@@ -249,7 +250,7 @@ def export_csv(gb_path: Path, results: list[dict], target: Path) -> None:
                     c["grade_id"]
                     for nb in r.get("notebooks", [])
                     for c in nb["cells"]
-                    if c.get("check") in ("refuted", "withheld")
+                    if c.get("check") in (CheckStatus.REFUTED, CheckStatus.WITHHELD)
                 )
             rows.append(row)
     buffer = io.StringIO()

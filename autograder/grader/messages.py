@@ -11,6 +11,11 @@ import re
 NOT_PASSED = "this test did not pass"
 # Error names the grader itself writes into a cell: their value is already the learner's sentence.
 GRADER_ERRORS = ("NotRun", "NotVerified")
+# Error names that say only that an exercise is not written yet: the learner's own stub raised, or
+# a check reached one or an unset answer (the checks' ``NotWrittenYet``). ``check`` lists these
+# cells together. A cell the grader did not run ("not run: the kernel died in cell 7 …", a budget,
+# a function that hung) keeps its own line: its reason is the learner's next step.
+UNFINISHED_ERRORS = ("NotImplementedError", "NotWrittenYet")
 
 
 def _first_line(text: str) -> str:
@@ -35,26 +40,30 @@ def explain_error(ename: str, evalue: str) -> str:
     if ename in {"CellTimeoutError", "TimeoutError", "DeadKernelError"} or "timed out" in evalue:
         detail = f" ({evalue})" if evalue else ""
         return f"the test did not finish in time{detail}: look for an endless loop"
-    if ename in {"AssertionError", "CheckFailure"}:
+    if ename in {"AssertionError", "CheckFailure", "NotWrittenYet"}:
         return evalue or "an assertion failed (it gave no message)"
     return f"{ename}: {evalue}" if evalue else ename
 
 
-# What a test cell says while its exercise is not written: the stub raised, or the answer is
-# still None (notebooks 05 and 09). ``check`` lists these together. A cell the grader did not run
-# ("not run: the kernel died in cell 7 …", a budget, a function that hung) keeps its own line:
-# its reason is the learner's next step.
-_UNFINISHED = re.compile(r"not implemented yet|is not set yet|\(got None\)")
+def is_unfinished(ename: str) -> bool:
+    """Whether a cell that failed with this error name failed only because its exercise is not
+    written yet."""
+    return ename in UNFINISHED_ERRORS
 
 
-def is_unfinished(message: str) -> bool:
-    """Whether a cell's diagnosis says only that its exercise is not written."""
-    return bool(_UNFINISHED.search(message))
+def _last_error(cell) -> dict:
+    errors = [o for o in (cell or {}).get("outputs", []) if o.get("output_type") == "error"]
+    return errors[-1] if errors else {}
 
 
 def cell_message(cell) -> str:
     """Why a graded cell did not pass, from its last error output (or a generic line)."""
-    errors = [o for o in (cell or {}).get("outputs", []) if o.get("output_type") == "error"]
-    if not errors:
+    error = _last_error(cell)
+    if not error:
         return NOT_PASSED
-    return explain_error(errors[-1].get("ename", ""), str(errors[-1].get("evalue", "")))
+    return explain_error(error.get("ename", ""), str(error.get("evalue", "")))
+
+
+def cell_unfinished(cell) -> bool:
+    """Whether a graded cell failed only because its exercise is not written yet."""
+    return is_unfinished(_last_error(cell).get("ename", ""))

@@ -10,12 +10,28 @@ does not.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from pathlib import Path
 
 import nbformat
 
 from autograder import nbcell
-from autograder.grader.messages import NOT_PASSED, cell_message
+from autograder.grader.messages import NOT_PASSED, cell_message, cell_unfinished
+
+
+class CheckStatus(str, Enum):
+    """What ``grade``'s re-check outside the kernel made of a cell that passed in the kernel.
+
+    A ``str`` so that result files, the gradebook's rows and tests read the plain word.
+    """
+
+    VERIFIED = "verified"  # the grader's own run of the checks on the learner's code agreed
+    REFUTED = "refuted"  # it disagreed: the points are withdrawn
+    UNVERIFIED = "unverified"  # it could not tell (the reason goes with it)
+    WITHHELD = "withheld"  # a person decides: the points wait in the formgrader
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass
@@ -25,7 +41,8 @@ class CellResult:
     max_score: float
     passed: bool
     message: str
-    check: str | None = None  # grade's re-check: verified, refuted, unverified, withheld
+    check: CheckStatus | None = None  # grade's re-check; None under ``check``
+    unfinished: bool = False  # failed only because its exercise is not written yet
 
 
 @dataclass
@@ -103,6 +120,8 @@ def read_notebook(gb, autograded: Path, notebook_id: str, assignment: str, stude
         passed = score >= max_score
         cell = cells.get(grade.name)
         message = "" if passed else (cell_message(cell) if cell is not None else NOT_PASSED)
-        result.cells.append(CellResult(grade.name, score, max_score, passed, message))
+        cell_result = CellResult(grade.name, score, max_score, passed, message)
+        cell_result.unfinished = not passed and cell_unfinished(cell)
+        result.cells.append(cell_result)
     result.total()
     return GradedNotebook(result, nb, {g.name: g for g in grades}, tests)

@@ -23,32 +23,28 @@ from pathlib import Path
 
 import nbformat
 from nbgrader.api import MissingEntry
+from traitlets.config import Config
 
 from autograder import nbcell
-from autograder.grader.execute import RunRecords
 from autograder.grader.feedback import sanitize
 from autograder.grader.files import copy_atomic, write_json
 from autograder.grader.gradebook import submission_record
 from autograder.grader.isolation import Isolation, Limits, kernel_uid
 from autograder.grader.kernels import SandboxKernelManager, ZygoteError, ZygoteServer
 from autograder.grader.launch import prepare_runtime, write_kernelspec
-from autograder.grader.nbgrader_run import NbgraderRun, kernel_stderr_silenced
-from autograder.grader.nbgrader_settings import grading_config
-from autograder.grader.results import CellResult, NotebookResult, read_notebook
+from autograder.grader.nbgrader_run import kernel_stderr_silenced
+from autograder.grader.pipeline import GradingFailed, GradingRun
+from autograder.grader.results import CellResult, CheckStatus, NotebookResult, read_notebook
 from autograder.grader.run_config import RunConfig
 from autograder.grader.scan import scan_notebook, withheld_tests
 from autograder.grader.sockets import own_mounts, share_mounts_below
-from autograder.grader.structure import SubmissionError, prepare
+from autograder.grader.structure import SubmissionError
 
 RESULT_VERSION = 1
 EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")  # kept beside each graded notebook
 
 
-class GradingFailed(Exception):
-    """nbgrader or the infrastructure failed; the submission is reported, not scored."""
-
-
-def _withdraw(grade, cell: CellResult, test, message: str, check: str) -> None:
+def _withdraw(grade, cell: CellResult, test, message: str, check: CheckStatus) -> None:
     """Take a passed cell's points away, saying why in the result and the graded notebook."""
     grade.auto_score = 0.0
     cell.score, cell.passed, cell.check, cell.message = 0.0, False, check, message
@@ -62,12 +58,12 @@ def _withdraw(grade, cell: CellResult, test, message: str, check: str) -> None:
 
 def verdict(
     grade_id: str,
-    check: str,
+    check: CheckStatus,
     problem: str | None,
     suspicious: bool,
     depends_on: str | None = None,
     verifying: bool = True,
-) -> tuple[str | None, str | None, str | None]:
+) -> tuple[CheckStatus | None, str | None, str | None]:
     """What a passed cell's re-check means: (withdrawn as, why, flag for a person), each or None.
 
     ``depends_on``: the learner's code outside the allow-list the test uses, if any
@@ -75,19 +71,19 @@ def verdict(
     verifying, the kernel's checks are stand-ins that always pass, so a cell the grader could not
     verify has earned nothing yet: its points wait for a person too.
     """
-    if depends_on and check != "refuted":
+    if depends_on and check != CheckStatus.REFUTED:
         problem = f"withheld for a person, who may award the points: it uses {depends_on}"
-        return "withheld", problem, f"{grade_id}: withheld (it uses {depends_on})"
-    if check == "unverified" and (suspicious or verifying):
+        return CheckStatus.WITHHELD, problem, f"{grade_id}: withheld (it uses {depends_on})"
+    if check == CheckStatus.UNVERIFIED and (suspicious or verifying):
         where = " in a notebook flagged for a person to look at" if suspicious else ""
         problem = f"not verified outside the kernel ({problem}){where}: withheld until a person "
         problem += "awards the points"
-        return "withheld", problem, f"{grade_id}: withheld ({problem})"
-    if check == "unverified":
+        return CheckStatus.WITHHELD, problem, f"{grade_id}: withheld ({problem})"
+    if check == CheckStatus.UNVERIFIED:
         return None, None, f"{grade_id}: not verified outside the kernel ({problem})"
     if problem:
         message = f"points withdrawn after re-checking outside the notebook: {problem}"
-        return "refuted", message, f"{grade_id}: refuted ({problem})"
+        return CheckStatus.REFUTED, message, f"{grade_id}: refuted ({problem})"
     return None, None, None
 
 
@@ -145,11 +141,12 @@ class Worker:
         jupyter = self.root / "jupyter"
         write_kernelspec(jupyter, self.iso, self.limits, self.uid, font_cache)
         os.environ["JUPYTER_PATH"] = str(jupyter)
-        self.records = RunRecords()
-        config = grading_config(self.limits, self.runtime, cfg.verify, self.records, self.uid)
+        extra = Config()
         if self.iso.sockets_capped:
-            config.SandboxKernelManager.sockets_bytes = self.limits.sockets_bytes
-        self.run = NbgraderRun(self.root / "course", config)
+            extra.SandboxKernelManager.sockets_bytes = self.limits.sockets_bytes
+        self.run = GradingRun(
+            self.root / "course", self.limits, self.runtime, cfg.verify, self.uid, extra
+        )
         if self.zygote is not None:
             self.zygote.wait_ready()
         SandboxKernelManager.zygote = self.zygote
@@ -192,10 +189,10 @@ class Worker:
     def _grade(self, job: dict, result: dict) -> None:
         assignment, student = job["assignment"], job["student"]
         course = self.run.root
-        expected = {p.name: p for p in sorted((course / "release" / assignment).glob("*.ipynb"))}
-        submitted = course / "submitted" / student / assignment
         timing = result.setdefault("timing", {})
         mark = time.monotonic()
+        withheld: dict[str, dict] = {}
+        expected: dict[str, Path] = {}
 
         def lap(name: str) -> None:
             nonlocal mark
@@ -203,37 +200,28 @@ class Worker:
             timing[name] = round(now - mark, 2)
             mark = now
 
-        result["notes"] += prepare(Path(job["folder"]), expected, submitted)
-        withheld = {  # read as handed in, before any learner code runs
-            name: withheld_tests(
-                nbformat.read(submitted / name, as_version=4),
-                nbformat.read(course / "source" / assignment / name, as_version=4),
-                nbformat.read(release, as_version=4),
-                Path(name).stem,
-            )
-            for name, release in expected.items()
-        }
-        lap("prepare")
-        self.records.clear()
-        if self._use_package_of(assignment) or (
-            self.zygote is not None and not self.zygote.alive()
-        ):
-            self._restart_forkserver()
-        outcome = self.run.autograde(assignment, student)
+        def before_run(releases: dict[str, Path], submitted: Path) -> None:
+            """Read the cells as handed in, before any learner code runs; ready the kernels."""
+            expected.update(releases)
+            for name, release in releases.items():
+                withheld[name] = withheld_tests(
+                    nbformat.read(submitted / name, as_version=4),
+                    nbformat.read(course / "source" / assignment / name, as_version=4),
+                    nbformat.read(release, as_version=4),
+                    Path(name).stem,
+                )
+            lap("prepare")
+            if self._use_package_of(assignment) or (
+                self.zygote is not None and not self.zygote.alive()
+            ):
+                self._restart_forkserver()
+
+        done = self.run.autograde(assignment, student, Path(job["folder"]), before_run)
+        result["notes"] += done.notes
         lap("autograde")
-        runs = dict(self.records)
-        if any(r.get("kernel_failed_to_start") for r in runs.values()):
-            reasons = "; ".join(r["stopped"] for r in runs.values() if r.get("stopped"))
-            raise GradingFailed(
-                f"the grading kernel could not start (not the learner's fault): {reasons}"
-            )
-        if not outcome.get("success"):
-            raise GradingFailed(
-                f"nbgrader could not grade this: {self.run.failure_reason(outcome)}"
-            )
-        with self.run.gradebook() as gb:
+        with self.run.nbgrader.gradebook() as gb:
             for name in expected:
-                run = runs.get(Path(name).stem, {})
+                run = done.runs.get(Path(name).stem, {})
                 summary, flags, notes = self._check_notebook(
                     gb, assignment, student, name, run, withheld[name]
                 )
@@ -242,9 +230,9 @@ class Worker:
                 result["notes"] += notes
             gb.db.commit()
         lap("check")
-        self.run.feedback(assignment, student)
+        self.run.nbgrader.feedback(assignment, student)
         lap("feedback")
-        with self.run.gradebook() as gb:
+        with self.run.nbgrader.gradebook() as gb:
             result["gradebook"] = submission_record(gb, assignment, student)
             sub = gb.find_submission(assignment, student)
             result["score"], result["max_score"] = float(sub.score), float(sub.max_score)
@@ -295,17 +283,18 @@ class Worker:
             notes.append(f"{name}: output of {run['truncated']} cell(s) cut at the cap")
         return notebook_summary(name, graded.result, run), flags + suspicious, notes
 
-    def _recheck(self, cell, grade_id, run) -> tuple[str, str | None]:
+    def _recheck(self, cell, grade_id, run) -> tuple[CheckStatus, str | None]:
         """What verifying the passed cell found: verified, refuted (why) or unverified (why)."""
         if not self.cfg.verify:
-            return "unverified", "re-checks are off"
+            return CheckStatus.UNVERIFIED, "re-checks are off"
         if cell is None:
-            return "refuted", "the test cell was not found"
+            return CheckStatus.REFUTED, "the test cell was not found"
         found = run.get("verdicts", {}).get(grade_id)
         if not found:
-            return "refuted", run.get("stopped") or "the checks could not be run on your code"
+            why = run.get("stopped") or "the checks could not be run on your code"
+            return CheckStatus.REFUTED, why
         status, message = found
-        return status, message or None
+        return CheckStatus(status), message or None
 
     def _use_package_of(self, assignment: str) -> bool:
         """Give kernels the assignment's answer-free package; True: restart the forkserver."""
@@ -352,7 +341,7 @@ class Worker:
         for step in ("submitted", "autograded", "feedback"):
             shutil.rmtree(self.run.root / step / student, ignore_errors=True)
         try:
-            with self.run.gradebook() as gb:
+            with self.run.nbgrader.gradebook() as gb:
                 gb.remove_submission(assignment, student)
         except MissingEntry:
             pass

@@ -30,6 +30,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from autograder.checks import operators
 from autograder.checks.registry import allowed_operators, find_check, unverifiable
+from autograder.grader.results import CheckStatus
 from autograder.kernel import server
 from autograder.kernel.codec import ReplayError, UnreadableReply, decode_value
 
@@ -97,7 +98,7 @@ def stock_state() -> Iterator[None]:
 class Verdict:
     """What verifying one test cell established."""
 
-    status: str  # "verified", "refuted" or "unverified"
+    status: CheckStatus  # verified, refuted or unverified (withheld is the worker's word)
     message: str = ""
 
 
@@ -130,9 +131,9 @@ def verify_cell(source: str, kernel: Callable[[bytes], str | None]) -> Verdict:
         statements = parse_test_cell(source)
         reasons = [unverifiable(s.check) for s in statements]
     except (SyntaxError, ValueError) as err:
-        return Verdict("unverified", f"the test cell cannot be re-run ({err})")
+        return Verdict(CheckStatus.UNVERIFIED, f"the test cell cannot be re-run ({err})")
     if any(reasons):
-        return Verdict("unverified", next(r for r in reasons if r))
+        return Verdict(CheckStatus.UNVERIFIED, next(r for r in reasons if r))
 
     def statement(item: CheckCall) -> None:
         remote.ask(kernel, {"op": "begin"})
@@ -161,17 +162,19 @@ def _judged(kernel, run: Callable[[], Any]) -> Verdict:
     try:
         run()
     except AssertionError as err:  # a CheckFailure: the check's own sentence
-        return Verdict("refuted", str(err))
+        return Verdict(CheckStatus.REFUTED, str(err))
     except (remote.KernelGone, InputWritten, UnreadableReply) as err:
-        return Verdict("refuted", str(err))
+        return Verdict(CheckStatus.REFUTED, str(err))
     except CannotReplay as err:
-        return Verdict("unverified", f"{err}: the grader cannot replay your code on new inputs")
+        return Verdict(
+            CheckStatus.UNVERIFIED, f"{err}: the grader cannot replay your code on new inputs"
+        )
     except ReplayError as err:
-        return Verdict("refuted", f"the re-run did not match: {err}")
+        return Verdict(CheckStatus.REFUTED, f"the re-run did not match: {err}")
     finally:
         with contextlib.suppress(ReplayError):
             remote.ask(kernel, {"op": "end"})
-    return Verdict("verified")
+    return Verdict(CheckStatus.VERIFIED)
 
 
 def _learner_value(kernel, name: str) -> Any:
