@@ -221,9 +221,9 @@ class FlashInterface(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx, dout):
+    def backward(ctx, do):
         q, k, v, out, softmax_lse = ctx.saved_tensors
-        dq, dk, dv = _backward_promoted(q, k, v, out, softmax_lse, dout.contiguous(), ctx.causal)
+        dq, dk, dv = _backward_promoted(q, k, v, out, softmax_lse, do.contiguous(), ctx.causal)
         wanted = ctx.needs_input_grad
         return (
             dq if wanted[0] else None,
