@@ -3,13 +3,15 @@
 import nbformat
 import pytest
 import torch
-from mistakes import gpu_backward, stub
+from mistakes import gpu_backward, gpu_function, stub
 
 from autograder import build, nbcell, paths
 from autograder.checks import nb06_backward
 from autograder.checks import nb06_gpu as checks
 from autograder.checks.measure import measure
+from autograder.grader.verify import cells
 from autograder.tools import triton_support
+from autograder.tools.nb06_gpu import gradients_through
 
 # Correct implementations, catalogued mistakes and stubs (Triton's too): tests/test_mistakes.py.
 
@@ -110,3 +112,51 @@ def test_backward_memory_rule_leaves_room_for_every_correct_loop_order(thorough)
                 impl(*args, block_size=block, causal=causal)
             assert ran.largest.numel <= T * S // 2, (name, ran.largest.shape, T, S)
             assert ran.peak < T * S * 3 // 4, (name, ran.peak, T, S)
+
+
+# ----------------------------------------------------------------------------- FlashAttention
+
+
+@pytest.mark.parametrize("name", sorted(gpu_function.CORRECT_FUNCTION))
+def test_flash_function_verifies_with_its_backward_recorded(name):
+    """A correct Function is verified by the grader: ``gradients_through`` runs its forward and
+    its backward inside one recorded call, so the learner's backward is recomputed too."""
+    impl = gpu_function.CORRECT_FUNCTION[name]
+    for check in ("check_flash_function", "check_flash_memory"):
+        source = f"{check}(fn, through, seed=1, thorough=True)"
+        kernel = cells.InProcessKernel({"fn": impl, "through": gradients_through})
+        assert cells.verify_cell(source, kernel).status == "verified", (name, check)
+
+
+@pytest.mark.parametrize(
+    ("impl", "check", "diagnosis"),
+    [
+        (gpu_function.CausalForgotten, "check_flash_function", "ctx.causal"),
+        (gpu_function.Float32Inside, "check_flash_function", "float32's precision"),
+        (gpu_function.AutogradInside, "check_flash_memory", "every tile's weights"),
+    ],
+    ids=["causal forgotten", "float32 inside", "autograd inside"],
+)
+def test_flash_function_mistakes_are_refuted_by_the_grader(impl, check, diagnosis):
+    """A wrong backward is refuted on the grader's recomputation, which a backward the check
+    started after the call would never reach (it would differentiate the forward's operators)."""
+    kernel = cells.InProcessKernel({"fn": impl, "through": gradients_through})
+    verdict = cells.verify_cell(f"{check}(fn, through, seed=1)", kernel)
+    assert verdict.status == "refuted" and diagnosis in verdict.message, verdict
+
+
+def test_gradcheck_needs_float64():
+    """Notebook 06's claim: gradcheck passes a correct Function in float64 and fails the same
+    code in float32, whose finite differences are rounding noise; in float64 it refuses a
+    Function that computes in float32 whatever its input."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 5, 4, dtype=torch.float64, generator=gen) for _ in range(3))
+
+    def gradcheck(function, dtype):
+        inputs = [t.to(dtype).requires_grad_() for t in (q, k, v)]
+        return torch.autograd.gradcheck(function.apply, (*inputs, True), raise_exception=False)
+
+    for function in gpu_function.CORRECT_FUNCTION.values():
+        assert gradcheck(function, torch.float64)
+        assert not gradcheck(function, torch.float32)
+    assert not gradcheck(gpu_function.Float32Inside, torch.float64)

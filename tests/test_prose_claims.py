@@ -6,10 +6,14 @@ these tests tie the two together.
 
 from __future__ import annotations
 
+import math
 import re
 
+import pytest
+import torch
+
 from autograder import paths
-from autograder.checks import nb08_rope_scaling
+from autograder.checks import nb08_alibi, nb08_rope_scaling
 from autograder.interview.bank import PROBLEMS
 
 SOLUTIONS = paths.REPO_ROOT / "solutions"
@@ -76,3 +80,45 @@ def test_no_ring_buffer_option_is_a_shipped_design_marked_wrong():
     so it cannot be a wrong option of "Reading the ring"."""
     question = _paragraph(_source("09_interview_prep"), "**Reading the ring.**", until="\n# %%")
     assert not re.search(r"\b(shift|roll)(s|ed)?\b", question, re.I)
+
+
+def test_the_long_context_levers_beyond_the_formulas_are_named():
+    """08 §5: the base raised in training (ABF, Llama 3's 500,000), LongRoPE and Llama 4's NoPE
+    layers, the levers interviews ask about besides the three formulas."""
+    levers = _paragraph(_source("08_long_context"), "**Other levers, named for the interview.**")
+    for name in ("`rope_theta`", "500,000", "LongRoPE", "iRoPE", "NoPE"):
+        assert name in levers, name
+
+
+def _mpt_slopes(n_heads: int, alibi_bias_max: int = 8) -> list[float]:
+    """MPT's ``gen_slopes``: the next power of two, its odd-indexed slopes, then the even ones."""
+    n = 2 ** math.ceil(math.log2(n_heads))
+    m = [2 ** -(alibi_bias_max * (i + 1) / n) for i in range(n)]
+    return (m[1::2] + m[0::2])[:n_heads] if n != n_heads else m
+
+
+def test_alibi_production_forms_give_the_papers_attention():
+    """08 §6: MPT's slopes are the paper's, in order; BLOOM's bias m·j gives the same softmax as
+    −m(p − j) under the causal mask (a row shifted by one number)."""
+    for n in (1, 3, 5, 8, 12, 40, 112):
+        assert _mpt_slopes(n) == pytest.approx(nb08_alibi.slopes(n), rel=1e-12), n
+    T, m = 6, torch.tensor(nb08_alibi.slopes(4), dtype=torch.float64)[:, None, None]
+    scores = torch.randn(4, T, T, dtype=torch.float64)
+    p, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    future = (j > p).expand(4, T, T)
+    paper = (scores - m * (p - j)).masked_fill(future, -math.inf).softmax(-1)
+    bloom = (scores + m * j).masked_fill(future, -math.inf).softmax(-1)
+    torch.testing.assert_close(bloom, paper)
+    forms = _paragraph(_source("08_long_context"), "**The forms real code uses.**")
+    assert "$m_h \\cdot j$" in forms and "`gen_slopes`" in forms and "`alibi_slopes`" in forms
+
+
+def test_hybrid_cache_example_adds_one_estimate_per_kind_of_layer():
+    """08 §7: Gemma 3 27B's 62 layers, one global in six, are 52 local and 10 global; at 128k
+    tokens its cache is the stated 10.4 GiB against 62 GiB with every layer global."""
+    globals_ = sum(1 for layer in range(62) if (layer + 1) % 6 == 0)
+    assert (62 - globals_, globals_) == (52, 10)
+    per_layer = 2 * 16 * 128 * 2  # K and V, 16 heads of 128, bf16: bytes per position
+    hybrid = (52 * 1024 + 10 * 131072) * per_layer / 2**30
+    note = _paragraph(_source("08_long_context"), "**Hybrid caches.**")
+    assert f"about {hybrid:.1f} GiB" in note and f"{62 * 131072 * per_layer // 2**30} GiB" in note

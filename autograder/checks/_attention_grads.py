@@ -12,7 +12,8 @@ scores ``s = c·q kᵀ``, the saved ``L = logsumexp(s)`` per query and ``D = row
 
     P = exp(s − L),  dV = Pᵀ dO,  dP = dO Vᵀ,  dS = P ∘ (dP − D),  dQ = c·dS K,  dK = c·dSᵀ Q.
 
-:func:`variants` swaps one piece of that chain for the mistaken one.
+:func:`variants` swaps one piece of that chain for the mistaken one; :func:`lse_variants` is what
+a forward that returns the wrong log-sum-exp returns instead of ``L``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,48 @@ def forward(q, k, v, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
     allowed = allowed_keys(q.shape[-2], k.shape[-2], causal)
     o = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
     return o, torch.logsumexp(_scores(q, k, allowed), -1)
+
+
+def log_sum_exp(q, k, causal: bool) -> torch.Tensor:
+    """``(B, nh, T)`` float64: ``logsumexp`` of each query's allowed scaled scores; ``-inf`` for
+    a query with no allowed key (causal with ``S < T``), the log of an empty sum."""
+    q, k = f64(q, k)
+    return torch.logsumexp(_scores(q, k, allowed_keys(q.shape[-2], k.shape[-2], causal)), -1)
+
+
+def lse_variants(q, k, causal: bool, block: int) -> dict[str, torch.Tensor]:
+    """Diagnosis -> the ``(B, nh, T)`` a classic wrong ``lse`` holds here (float64)."""
+    q, k = f64(q, k)
+    T, S = q.shape[-2], k.shape[-2]
+    allowed = allowed_keys(T, S, causal)
+    s = _scores(q, k, allowed)  # (B, nh, T, S)
+    m = s.amax(-1)  # (B, nh, T)
+    out = {
+        "Your lse is the running maximum m alone: the log-sum-exp is m + log(l), the maximum "
+        "plus the log of the running sum, both taken after the last block.": m,
+        "Your lse is log(l) alone: l is measured relative to the running maximum, so "
+        "L = m + log(l).": torch.logsumexp(s, -1) - m,
+        "Your lse is in base 2 (m and l kept with exp2, as the Triton tutorial does): the "
+        "backward's exp(S − L) needs the natural log, L = ln 2 · (base-2 value).": (
+            torch.logsumexp(s, -1) / math.log(2.0)
+        ),
+        "Your lse is taken over q kᵀ without the 1/√hs scale: L is the log-sum-exp of the "
+        "scaled scores, the ones the softmax saw.": torch.logsumexp(
+            _scores(q, k, allowed, 1.0), -1
+        ),
+    }
+    if math.ceil(S / block) > 1:
+        last = s[..., (math.ceil(S / block) - 1) * block :]  # (B, nh, T, last block)
+        out[
+            "Your lse covers only the last key block: take m + log(l) after the loop, when m and "
+            "l have seen every block."
+        ] = torch.logsumexp(last, -1)
+    if causal:
+        out[
+            "Your lse ignores the causal mask: the masked keys are not in the softmax, so they "
+            "are not in its log-sum-exp either."
+        ] = torch.logsumexp(_scores(q, k, None), -1)
+    return out
 
 
 def gradients(q, k, v, do, causal: bool) -> Grads:

@@ -10,6 +10,9 @@ Shape legend: ``B`` batch, ``nh`` heads, ``T`` query length, ``S`` key/value len
 - :func:`sdpa_backend` says which implementation ``F.scaled_dot_product_attention`` dispatched to.
 - :func:`plot_online_softmax` draws the idea of FlashAttention: key blocks, a running maximum
   and the rescaling of what was accumulated so far.
+- :func:`gradients_through` runs a ``torch.autograd.Function`` forward and backward in one call,
+  as a training step does; the checks of the notebook's ``FlashAttention`` call it, so that the
+  classroom grader records the learner's backward together with the forward it belongs to.
 """
 
 from __future__ import annotations
@@ -85,6 +88,30 @@ def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs) ->
         F.scaled_dot_product_attention(q, k, v, **kwargs)
     ops = {n.split("::")[-1] for n in names if n.startswith("aten::")}
     return next((name for op, name in _BACKENDS.items() if op in ops), "math")
+
+
+def gradients_through(
+    function: type[torch.autograd.Function],
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    do: torch.Tensor,
+    *args,
+) -> tuple[torch.Tensor, ...]:
+    """``(dq, dk, dv)`` of ``sum(o ∘ do)`` for ``o = function.apply(q, k, v, *args)``.
+
+    One forward and one backward through autograd, on copies of ``q``, ``k``, ``v`` that require
+    gradients: ``do`` is ``(B, nh, T, hs)``, like ``o``.
+    """
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    with torch.enable_grad():
+        o = function.apply(*leaves, *args)
+    if not isinstance(o, torch.Tensor):
+        raise TypeError(
+            f"{function.__name__}.forward returned {type(o).__name__}: return the output o "
+            "alone and keep lse for the backward with ctx.save_for_backward"
+        )
+    return torch.autograd.grad(o, leaves, do)
 
 
 def attention_flops(B: int, nh: int, T: int, S: int, hs: int, causal: bool = False) -> float:

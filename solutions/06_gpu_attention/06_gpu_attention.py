@@ -9,7 +9,7 @@
 # %% [markdown]
 # # 06 · Attention on a GPU, and without one
 #
-# **Time:** about 2 h + 1 h optional (~80 min of exercises, ~40 more optional) · **Prerequisites:** 01, 03
+# **Time:** about 2 h + 1 h optional (~95 min of exercises, ~40 more optional) · **Prerequisites:** 01, 03
 #
 # So far every attention you wrote built the full table of scores, one number per (query, key)
 # pair. That is fine for a sentence. For a long document it is the single largest thing in memory,
@@ -21,7 +21,8 @@
 # 3. Choose **dtypes** (float32, TF32, float16, bfloat16) and the tolerances that go with them.
 # 4. Learn the idea behind **FlashAttention**, an online softmax over blocks of keys that never
 #    builds the score table (a picture, then an exercise in PyTorch), and write its **backward
-#    pass** tile by tile from the saved log-sum-exp (FlashAttention-2's, an exercise).
+#    pass** tile by tile from the saved log-sum-exp (FlashAttention-2's, an exercise); then join
+#    the two in a `torch.autograd.Function` that passes `gradcheck` (an exercise).
 # 5. *Optional deep dive:* complete a **Triton kernel** that does the same on a GPU, and debug it
 #    on your CPU in Triton's interpreter (an exercise with self-checks, no points).
 # 6. Time it on a GPU, in TFLOP/s (runs only when a CUDA GPU is present).
@@ -31,14 +32,14 @@
 # self-checks print a message instead.
 #
 # **Optional deep dives** (SDPA's backends, the Triton kernel) can be skipped: nothing later builds
-# on them. Exercise 4, the Triton kernel, is **optional, no points**: its two checks are
+# on them. Exercise 5, the Triton kernel, is **optional, no points**: its two checks are
 # self-checks that tell you whether your kernel is right, and count for nothing in the grade, so
 # skipping section 7 costs no points, and neither does a machine without Triton.
 #
 # **How this notebook is graded.** Each exercise is a function in place of
 # `raise NotImplementedError()`; the locked cell after it checks it and names the likely mistake.
 # Hidden tests try more shapes when grading. The written answer at the end is graded by a person.
-# Exercise 4's two checks are the exception: optional self-checks, no points, skipped while
+# Exercise 5's two checks are the exception: optional self-checks, no points, skipped while
 # grading.
 # **Run › Run All Cells** goes on past failing test cells, and past examples that need an
 # exercise you have not finished yet, so the plots and sliders further down run too; a failing
@@ -75,6 +76,11 @@ from autograder.checks.nb06_backward import (
     check_backward_memory,
     check_backward_values,
 )
+from autograder.checks.nb06_function import (
+    check_flash_function,
+    check_flash_memory,
+    check_tiled_lse,
+)
 from autograder.checks.nb06_gpu import (
     check_get_device,
     check_tiled_causal,
@@ -85,7 +91,12 @@ from autograder.checks.nb06_gpu import (
     check_triton_values,
 )
 from autograder.tools import nb06_gpu_timing, triton_support
-from autograder.tools.nb06_gpu import plot_online_softmax, sdpa_backend, track_tensors
+from autograder.tools.nb06_gpu import (
+    gradients_through,
+    plot_online_softmax,
+    sdpa_backend,
+    track_tensors,
+)
 from autograder.tools.timing import median, time_interleaved
 from autograder.tools.triton_support import tl, triton
 
@@ -425,6 +436,11 @@ plt.show()
 #   (SDPA's `is_causal=True` aligns top-left; the two agree when `S = T`.) When `S < T` the first
 #   `T - S` queries may attend nothing, and their output must be zeros, not NaN.
 # - Keep the input dtype (you may accumulate in float32 and cast back).
+# - With `return_lse=True`, return the pair `(out, lse)`: `lse` is the **log-sum-exp** of each
+#   query's scaled scores, $L_i = m_i + \log \ell_i$ after the last block, shape `(B, nh, T)`
+#   (one number per query: drop the last dimension). A query with no allowed key has
+#   $\ell_i = 0$ and $L_i = \log 0 = -\infty$. Section 6's backward needs it; until then,
+#   ignore it.
 #
 # <details><summary>Hint 1: what to keep</summary>
 #
@@ -464,7 +480,8 @@ def tiled_attention(
     v: torch.Tensor,
     block_size: int = 64,
     causal: bool = False,
-) -> torch.Tensor:
+    return_lse: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """softmax(q kᵀ / √hs) v, one block of keys at a time, with an online softmax.
 
     Never creates a tensor as large as one head's (T, S) score matrix.
@@ -476,9 +493,11 @@ def tiled_attention(
         block_size: keys per block; need not divide ``S``.
         causal: if True, query ``i`` may attend key ``j`` iff ``j <= i + S - T`` (bottom-right);
             a query with no allowed key gets a zero output.
+        return_lse: if True, also return each query's log-sum-exp ``m + log(l)``.
 
     Returns:
-        ``(B, nh, T, hs)``, same dtype as ``q``.
+        ``(B, nh, T, hs)``, same dtype as ``q``; with ``return_lse``, the pair ``(out, lse)``,
+        ``lse`` of shape ``(B, nh, T)`` (``-inf`` for a query with no allowed key).
     """
     ### BEGIN SOLUTION
     B, nh, T, hs = q.shape
@@ -503,7 +522,10 @@ def tiled_attention(
         l_i = l_i * alpha + p.sum(-1, keepdim=True)  # (B, nh, T, 1)
         acc = acc * alpha + p @ vb  # (B, nh, T, b) @ (B, nh, b, hs) -> (B, nh, T, hs)
         m_i = m_new
-    return torch.where(l_i > 0, acc / l_i, 0.0)  # (B, nh, T, hs); rows with no key stay 0
+    out = torch.where(l_i > 0, acc / l_i, 0.0)  # (B, nh, T, hs); rows with no key stay 0
+    if return_lse:
+        return out, (m_i + torch.log(l_i)).squeeze(-1)  # (B, nh, T): log(0) = -inf, no key
+    return out
     ### END SOLUTION
 
 
@@ -531,6 +553,13 @@ check_tiled_memory(tiled_attention, seed=1, thorough=True)
 # %% nbgrader={"grade": true, "grade_id": "test_tiled_attention_no_sdpa", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 """tiled_attention computes attention itself, without calling F.scaled_dot_product_attention."""
 check_tiled_no_sdpa(tiled_attention)
+
+# %% nbgrader={"grade": true, "grade_id": "test_tiled_attention_lse", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""return_lse=True returns (out, lse): each query's log-sum-exp, (B, nh, T), from the loop."""
+check_tiled_lse(tiled_attention)
+### BEGIN HIDDEN TESTS
+check_tiled_lse(tiled_attention, seed=1, thorough=True)
+### END HIDDEN TESTS
 
 # %% [markdown]
 # Compare the largest tensor each version creates for one long sequence: naive attention, yours,
@@ -716,33 +745,138 @@ check_backward_by_hand(tiled_attention_backward)
 
 # %% [markdown]
 # Your gradients against autograd's through `naive_attention` (section 5), and the largest
-# tensor each creates. `L` comes from this example's scores; a FlashAttention forward returns it
-# alongside the output.
+# tensor each creates. `o` and `lse` come from your forward, `tiled_attention(...,
+# return_lse=True)`, exactly what a FlashAttention forward hands its backward.
 
 # %%
 q, k, v, do = (torch.randn(1, 2, 512, 32) for _ in range(4))  # (B, nh, T|S, hs); do: dL/do
 leaves = [t.clone().requires_grad_() for t in (q, k, v)]
 with track_tensors() as largest_autograd:
-    o = naive_attention(*leaves)  # (B, nh, T, hs)
-    o.backward(do)
+    naive_attention(*leaves).backward(do)
 print(f"largest tensor, naive + autograd: {largest_autograd.describe()}")
-lse = torch.logsumexp(q @ k.transpose(-2, -1) / math.sqrt(32), -1)  # (B, nh, T): demo only
+o, lse = tiled_attention(q, k, v, block_size=64, return_lse=True)  # (B, nh, T, hs), (B, nh, T)
 with track_tensors() as largest:
-    grads = tiled_attention_backward(q, k, v, o.detach(), lse, do, block_size=64)
+    grads = tiled_attention_backward(q, k, v, o, lse, do, block_size=64)
 print(f"largest tensor, yours:            {largest.describe()}")
 for name, mine, leaf in zip(("dq", "dk", "dv"), grads, leaves, strict=True):
     print(f"{name}: max |yours − autograd| = {(mine - leaf.grad).abs().max().item():.1e}")
 
 # %% [markdown]
-# **What a real kernel changes.** The demo above builds `lse` from the whole score table; a real
-# forward returns it from its loop ($m_i + \log \ell_i$), saves it with `q`, `k`, `v` and `o`,
-# and a `torch.autograd.Function` joins that forward to this backward (CS336's second assignment
-# asks for exactly that, checked with `torch.autograd.gradcheck` in float64). With a causal mask,
-# key tiles wholly above the diagonal are skipped in both passes, about half the work. `dQ`
-# gathers a contribution from every key tile: FlashAttention-2 adds them with atomic adds in
-# float32, the Triton tutorial runs a second loop over key tiles per query tile instead. With
-# GQA, each key/value head serves a group of query heads, so its `dK` and `dV` are the sums of
-# that group's contributions. All three accumulate in float32 whatever the input dtype.
+# ### Exercise 4 · `FlashAttention`: forward and backward joined
+#
+# **Difficulty** ●●○ · **Importance** ★★☆ · **Time** ~15 min
+#
+# Autograd does not know that your two functions belong together. A
+# `torch.autograd.Function` tells it: `forward` computes the output and keeps what the backward
+# will read, `backward` receives `dO` and returns one gradient per input of `forward`. This is
+# how flash-attn exposes its kernels to PyTorch (`FlashAttnFunc`), and what Stanford CS336's
+# second assignment asks for, tested with `torch.autograd.gradcheck`. Write the class:
+#
+# - Both methods are `@staticmethod`s, and their first argument `ctx` is the bridge between
+#   them: `ctx.save_for_backward(q, k, v, o, lse)` in `forward`, `ctx.saved_tensors` in
+#   `backward` (in the same order). Python values such as `causal` are plain attributes:
+#   `ctx.causal = causal`.
+# - `forward(ctx, q, k, v, causal=False)` returns `o` alone, from `tiled_attention(...,
+#   return_lse=True)` with the default block size; `lse` stays inside, for the backward.
+# - `backward(ctx, do)` returns `dq, dk, dv` from `tiled_attention_backward`, and `None` for
+#   `causal` (a flag has no gradient): four values, because `forward` took four inputs.
+# - You call it as `FlashAttention.apply(q, k, v, causal)`, never by making an instance.
+#
+# **Why gradcheck wants float64.** `torch.autograd.gradcheck` compares your backward with finite
+# differences of your forward, $(f(x + \epsilon) - f(x - \epsilon)) / 2\epsilon$ with
+# $\epsilon = 10^{-6}$. In float32 the rounding error of $f$ is about $10^{-7}$, a tenth of
+# $\epsilon$ itself, so the differences are noise and a correct Function fails; in float64 they
+# are good to about $10^{-10}$. The float64 run also catches a Function that silently computes
+# in float32 (`.float()` somewhere): every float32 test passes it. So if your exercises 2 or 3
+# accumulate in float32, accumulate in `torch.promote_types(q.dtype, torch.float32)`, which keeps
+# float64 as float64.
+#
+# The tests compare your gradients with autograd's through SDPA, to $10^{-9}$ in float64, and
+# measure the memory of one forward and backward together. They call your class through
+# `gradients_through(FlashAttention, q, k, v, do, causal)` (given): one forward and one backward
+# in a single call, as a training step runs them, so that both are graded together.
+#
+# <details><summary>Hint: the whole forward</summary>
+#
+# `o, lse = tiled_attention(q, k, v, causal=causal, return_lse=True)`, then
+# `ctx.save_for_backward(q, k, v, o, lse)`, `ctx.causal = causal`, `return o`.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "FlashAttention", "locked": false, "schema_version": 3, "solution": true, "task": false}
+class FlashAttention(torch.autograd.Function):
+    """softmax(q kᵀ / √hs) v that autograd can differentiate, tiled both ways.
+
+    Call it as ``FlashAttention.apply(q, k, v, causal)``: q ``(B, nh, T, hs)``, k and v
+    ``(B, nh, S, hs)``; causal is bottom-right aligned, as in ``tiled_attention``.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal=False):
+        """The output ``(B, nh, T, hs)``; saves ``(q, k, v, o, lse)`` and ``causal`` on ``ctx``."""
+        ### BEGIN SOLUTION
+        o, lse = tiled_attention(q, k, v, causal=causal, return_lse=True)  # o (B, nh, T, hs)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.causal = causal
+        return o
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, do):
+        """``(dq, dk, dv, None)``: one gradient per input of ``forward``, none for ``causal``."""
+        ### BEGIN SOLUTION
+        q, k, v, o, lse = ctx.saved_tensors
+        dq, dk, dv = tiled_attention_backward(q, k, v, o, lse, do, causal=ctx.causal)
+        return dq, dk, dv, None
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_flash_attention_gradients", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+"""FlashAttention's gradients equal autograd's through SDPA: float64 (gradcheck's dtype), causal."""
+check_flash_function(FlashAttention, gradients_through)
+### BEGIN HIDDEN TESTS
+check_flash_function(FlashAttention, gradients_through, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_flash_attention_memory", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""A forward and backward through FlashAttention never hold a (T, S) table: L is what it saves."""
+check_flash_memory(FlashAttention, gradients_through)
+### BEGIN HIDDEN TESTS
+check_flash_memory(FlashAttention, gradients_through, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Now `gradcheck` itself, on your Function, in float64 and then in float32 (the same inputs,
+# rounded):
+
+# %%
+q64, k64, v64 = (torch.randn(1, 2, 5, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
+print("float64:", torch.autograd.gradcheck(FlashAttention.apply, (q64, k64, v64, True)))
+q32, k32, v32 = (t.detach().float().requires_grad_() for t in (q64, k64, v64))
+passed = torch.autograd.gradcheck(
+    FlashAttention.apply, (q32, k32, v32, True), raise_exception=False
+)
+print("float32:", passed, "(the same correct code: finite differences in float32 are noise)")
+
+# %% [markdown]
+# **What a real kernel changes.** Three things the PyTorch loops above leave out, and the
+# follow-up questions an interviewer asks about them:
+#
+# - **Causal tile skipping.** A real kernel tiles the queries too. With a causal mask, a key tile
+#   that lies wholly above the diagonal of a query tile holds nothing but $-\infty$: the forward
+#   and the backward skip it instead of masking it, about half of the tiles when $S = T$, hence
+#   about twice the speed. Only the tiles the diagonal crosses need a mask at all.
+# - **How dQ is accumulated.** Each key tile adds to the `dQ` of every query. FlashAttention-2's
+#   backward walks key tiles in parallel (one thread block each, keeping its `dK`, `dV` on chip)
+#   and adds into `dQ` in global memory with float32 atomic adds; the Triton tutorial avoids
+#   atomics with a second pass, one program per query tile that loops over the key tiles.
+# - **GQA.** With grouped keys and values, one key/value head serves `n_rep` query heads, so the
+#   gradient of that head is the **sum** of what each of its query heads sends back: compute
+#   `dK` and `dV` per query head, then `dk.unflatten(1, (nkv, n_rep)).sum(2)`. That is exactly
+#   what autograd does through `repeat_kv`'s copies (the backward of a copy is a sum).
+#
+# And every accumulator (`dQ`, `dK`, `dV`, `m`, `l`, `acc`) is kept in float32 whatever the input
+# dtype: a sum of many bfloat16 terms loses the small ones.
 
 # %% [markdown]
 # ## 7 · Optional deep dive: a Triton kernel
@@ -884,7 +1018,7 @@ else:
 # - **Causal skipping.** With `CAUSAL`, the loop stops at the last key any row of the block may
 #   see, so the upper-right tiles are never computed.
 #
-# ### Exercise 4 · `triton_attention` (optional, no points)
+# ### Exercise 5 · `triton_attention` (optional, no points)
 #
 # **Difficulty** ●●● · **Importance** ★★☆ (how FlashAttention really runs) · **Time** ~40 min
 #
@@ -1162,6 +1296,8 @@ else:
 # - The backward pass saves one log-sum-exp `L` per query instead of `P`, recomputes each tile's
 #   `P = exp(S − L)`, and needs `D = rowsum(dO ∘ O)` for the softmax's correction:
 #   `dS = P ∘ (dP − D)`; dQ accumulates over key blocks, dK and dV over query blocks.
+# - A `torch.autograd.Function` joins the two: `forward` returns `o` and saves `(q, k, v, o, L)`,
+#   `backward` returns one gradient per input; `gradcheck` judges it in float64, never float32.
 # - (Optional) In Triton, a program owns a block of queries and streams key blocks through on-chip
 #   memory; mask ragged edges, keep accumulators in float32, use exp2, and guard fully masked rows.
 # - Time GPU code with synchronisation or events, after warm-up, as medians, and report TFLOP/s

@@ -961,6 +961,13 @@ print(f"an H100 SXM needs about {989e12 / 3.35e12:.0f} FLOP/B to keep its tensor
 # The model's weights do not change in any of them; the rotation does (YaRN and position
 # interpolation work best after a short fine-tune at the new length).
 #
+# **Other levers, named for the interview.** Before any of these, most long-context models simply
+# train with a larger `rope_theta` (adjusted base frequency, "ABF"): 500,000 for Llama 3,
+# 1,000,000 for Code Llama and Qwen2.5, so that the slow pairs turn less over the long texts of a
+# final training stage. Phi-3's LongRoPE (`"longrope"`) stores one searched rescale factor per
+# pair, a short and a long list, instead of a formula. Llama 4's iRoPE leaves every fourth layer
+# without any position encoding (NoPE): those layers attend by content alone, at any length.
+#
 # ### Exercise 5 · `rope_parameters`
 #
 # **Difficulty** ●●○ · **Importance** ★★☆ (every long-context checkpoint's config) · **Time**
@@ -1198,6 +1205,15 @@ check_alibi_bias(alibi_bias, seed=1, thorough=True)
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# **The forms real code uses.** BLOOM does not build $-m_h (p - j)$: it adds $m_h \cdot j$, the
+# key's position alone. The two differ by $-m_h\,p$, the same number for every key of a query's
+# row, and a softmax does not change when a whole row shifts by one number; the causal mask
+# removes the keys after $p$ either way. MPT's `gen_slopes` rounds the head count up to a power
+# of two and takes every other slope of that longer list, first the odd ones, then the even
+# ones: the same slopes in the same order as the paper. On a GPU, FlashAttention-2 takes the
+# slopes themselves (`alibi_slopes`) and builds the bias inside the kernel, whereas SDPA given a
+# float `attn_mask` cannot use its flash backend and falls back to a slower one.
+#
 # A 12-head model: heads 0-7 get the slopes of 8 heads, heads 8-11 the ones that fall between
 # them. Below, the bias of its steepest head (8, slope $2^{-1/2}$), which forgets within a few
 # tokens, and its shallowest (7, slope $2^{-8}$), which still reads far back. A float
@@ -1278,6 +1294,26 @@ shapes = {
 print(f"{'':28s}" + "".join(f"{n:>12,} tok" for n in lengths))
 for name, size in shapes.items():
     print(f"{name:28s}" + "".join(f"{size(n) / 2**30:>12.2f} GiB" for n in lengths))
+
+# %% [markdown]
+# **Hybrid caches.** Most 2025 models mix the two kinds of layer, so the estimate is one
+# `window_cache_bytes` per kind of layer, added. Gemma 3 27B has 62 layers of 16 key/value heads
+# of 128, five local layers ($W = 1024$) for each global one: 52 local, 10 global. gpt-oss-120b
+# alternates 128-token windows and full layers, 18 of each, with 8 key/value heads of 64. At
+# 128k tokens the global layers are nearly the whole cache: Gemma 3's is about 10.4 GiB, where
+# 62 global layers would hold 62 GiB.
+
+# %%
+hybrids = {
+    "Gemma 3 27B (52 × W=1024 + 10 full)": lambda n: (
+        window_cache_bytes(52, 16, 128, n, window=1024) + window_cache_bytes(10, 16, 128, n)
+    ),
+    "gpt-oss-120b (18 × W=128 + 18 full)": lambda n: (
+        window_cache_bytes(18, 8, 64, n, window=128) + window_cache_bytes(18, 8, 64, n)
+    ),
+}
+for name, size in hybrids.items():
+    print(f"{name:36s}" + "".join(f"{size(n) / 2**30:>9.2f} GiB" for n in lengths))
 
 # %% [markdown]
 # ## Summary
