@@ -115,14 +115,21 @@ def _cmd_interview(args) -> int:
     work = _learner_folder(args.folder)
     if not work.is_dir():
         return _error(f"{work} is not a folder: run `make lab` first, or name it", False, work)
-    path, record = notebook.write(args.problem, work, args.seed)
+    mode = "coach" if args.coach else "interviewer"
+    path, record = notebook.write(args.problem, work, args.seed, mode=mode)
     problem = bank.PROBLEMS[record["problem"]]
     print(
         f"Mock interview: {problem.title} (attempt {record['id']}, a variant drawn at random, "
         f"a {problem.box_minutes}-minute box).\n"
-        f"Open {notebook.FOLDER}/{path.name} in JupyterLab's file browser ({path}), run its "
-        "clock cell, and answer in its empty cell.\n"
-        "`python -m autograder progress` shows your scorecard."
+        f"Open {notebook.FOLDER}/{path.name} in JupyterLab's file browser ({path}): the "
+        "clock is running; answer in its empty cell.\n"
+        + (
+            "Coach mode: every run names the mistake.\n"
+            if args.coach
+            else "Interviewer mode: a run says pass or fail; `interview.hint()` costs a hint; "
+            "the model answers are away until the debrief.\n"
+        )
+        + "`python -m autograder progress` shows your scorecard."
     )
     return EXIT_OK
 
@@ -195,6 +202,12 @@ def parser() -> argparse.ArgumentParser:
     iv.add_argument("problem", nargs="?", help="a problem id (default: the one due first)")
     iv.add_argument("--list", action="store_true", help="list the problems and exit")
     iv.add_argument("--seed", type=int, help="draw the variant and follow-ups from this seed")
+    iv.add_argument(
+        "--coach",
+        action="store_true",
+        help="every run names the mistake, follow-ups answered with a letter (default: "
+        "interviewer mode, pass or fail, hints cost, the diagnosis in the debrief)",
+    )
     iv.add_argument(
         "--folder", help="your work folder (default: here if it has notebooks, else work/)"
     )

@@ -59,17 +59,21 @@ def _drop_old_model_answers(names: set[str]) -> None:
     old.rmdir()
 
 
-def sync_model_answers() -> bool:
+def sync_model_answers(work: Path | None = None) -> bool:
     """Refresh ``work/reference/model_answers/`` (:data:`paths.MODEL_ANSWERS`): a read-only copy
     of each instructor notebook, so that a self-study learner reaches the model answers from the
     file browser (whose root is ``work/``), one folder further than the exercises. Where the
-    repository has no ``solutions/`` (a classroom release), there is none to show."""
+    repository has no ``solutions/`` (a classroom release), there is none to show; while a mock
+    interview is under way (:func:`autograder.interview.seal.sealed`) they stay away."""
+    from autograder.interview import seal
+
+    work = paths.WORK_DIR if work is None else Path(work)
     notebooks = [paths.solution_notebook(i) for i in paths.notebook_ids()]
     notebooks = [n for n in notebooks if n.is_file()]
-    if not notebooks:
+    if not notebooks or seal.sealed(work):
         return False
     _drop_old_model_answers({n.name for n in notebooks})
-    folder = paths.WORK_DIR / paths.MODEL_ANSWERS
+    folder = work / paths.MODEL_ANSWERS
     folder.mkdir(parents=True, exist_ok=True)
     for notebook in notebooks:
         target = folder / notebook.name

@@ -230,15 +230,16 @@ def causal_mask(T, S=None, device=None):
 
 @pytest.mark.slow
 def test_one_attempt_end_to_end_in_a_kernel(tmp_path, monkeypatch):
-    """The notebook as written, in one kernel: the clock, a wrong answer and its diagnosis, a
-    right one (the clock stops), the code follow-up, a spoken one, the scorecard, progress."""
+    """The notebook as written in coach mode, in one kernel: the clock, a wrong answer and its
+    diagnosis, a right one (the clock stops), the code follow-up, a spoken one, the scorecard,
+    progress."""
     from nbclient import NotebookClient
 
     from autograder.grader.kernel_channels import KernelManager
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
-    path, record = notebook.write("attention", tmp_path, seed=1, variant_id="bias")
+    path, record = notebook.write("attention", tmp_path, seed=1, variant_id="bias", mode="coach")
     nb = nbformat.read(path, as_version=4)
     assert [c.cell_type for c in nb.cells] == ["markdown", "code", "code", "code"]
     assert nb.cells[2].source == ""  # one empty cell: nothing of the course in the kernel

@@ -57,6 +57,13 @@ def draw_spoken(problem: Problem, seed: int, count: int = 2) -> list[str]:
     return asked[: min(count, len(asked))]
 
 
+def draw_follow_ups(problem: Problem, seed: int) -> tuple[list[str], list[str]]:
+    """The interviewer's follow-ups of ``problem``, drawn with ``seed``: one question answered
+    in words and one estimate."""
+    draw = random.Random(f"{problem.id}:follow-ups:{seed}")
+    return [draw.choice(problem.written)], [draw.choice(problem.numeric)]
+
+
 def interview_notebook() -> str:
     """The id of the course's interview notebook (its number changes as notebooks are added)."""
     return next(i for i in paths.notebook_ids() if i.endswith("_interview_prep"))

@@ -16,7 +16,7 @@ import nbformat
 
 from autograder import paths
 
-from . import bank, scorecard
+from . import bank, scorecard, seal
 
 FOLDER = scorecard.FOLDER
 TEST_CALL = "run_tests"  # the name the clock watches for (tools.live_timer)
@@ -26,14 +26,25 @@ def folder(work: Path = paths.WORK_DIR) -> Path:
     return Path(work) / FOLDER
 
 
-def _statement(problem, variant, box_minutes: int) -> str:
+_GRADING = {
+    "interviewer": "then run the test cell: the course's checks, hidden cases included, grade "
+    "it, and like an interviewer say only whether it passes and which case fails. "
+    "`interview.hint()` names the mistake, at the cost of a hint on your scorecard; the full "
+    "diagnosis comes in the debrief, after your clean pass or when the box ends. Then the "
+    "interviewer has follow-up questions.",
+    "coach": "then run the test cell: the course's checks, hidden cases included, grade it and "
+    "name the first mistake they find. After a pass the interviewer has follow-up questions.",
+}
+
+
+def _statement(problem, variant, box_minutes: int, mode: str) -> str:
     task = variant.task
     return "\n".join(
         [
             f"# Mock interview: {problem.title}",
             "",
-            f"*From {problem.taught}. Time box: {box_minutes} minutes. Run the clock cell "
-            "when you start reading; it stops at your first full pass.*",
+            f"*From {problem.taught}. Time box: {box_minutes} minutes, on the clock since this "
+            "notebook was written; it stops at your first clean pass.*",
             "",
             problem.brief,
             "",
@@ -44,9 +55,7 @@ def _statement(problem, variant, box_minutes: int) -> str:
             task.contract,
             "",
             f"Write `{task.name}` in the empty cell, using `torch` (import what you need "
-            "there), then run the test cell: the course's checks, hidden cases included, "
-            "grade it and name the first mistake they find. After a pass the interviewer has "
-            "follow-up questions.",
+            f"there), {_GRADING[mode]}",
         ]
     )
 
@@ -60,9 +69,12 @@ def write(
     work: Path = paths.WORK_DIR,
     seed: int | None = None,
     variant_id: str | None = None,
+    mode: str = "interviewer",
 ):
     """Draw a problem (the schedule's choice unless ``problem_id``) and a variant (unless
-    ``variant_id``), record the attempt and write its notebook; ``(notebook path, record)``."""
+    ``variant_id``), record the attempt, write its notebook and take the model answers out of
+    ``work`` until its debrief (:mod:`.seal`); ``(notebook path, record)``. ``mode`` is
+    ``interviewer`` or ``coach``."""
     where = folder(work)
     where.mkdir(parents=True, exist_ok=True)
     plan = scorecard.schedule(where, list(bank.PROBLEMS))
@@ -74,7 +86,13 @@ def write(
     previous = scorecard.last_variant(where, problem.id)
     variant = problem.variant(variant_id or bank.draw_variant(problem, seed, previous))
     spoken = bank.draw_spoken(problem, seed, count=random.Random(seed).choice((2, 3)))
-    record = scorecard.new_attempt(where, problem.id, variant.id, spoken)
+    written, numeric = bank.draw_follow_ups(problem, seed)
+    if mode != "coach":  # the interviewer asks in words and for estimates, not for letters
+        spoken = []
+    record = scorecard.new_attempt(
+        where, problem.id, variant.id, spoken, mode, written, numeric, problem.box_minutes
+    )
+    seal.seal(work)
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {
         "name": "python3",
@@ -83,11 +101,11 @@ def write(
     }
     nb.metadata["mock_interview"] = {"attempt": record["id"]}
     nb.cells = [
-        nbformat.v4.new_markdown_cell(_statement(problem, variant, problem.box_minutes)),
+        nbformat.v4.new_markdown_cell(_statement(problem, variant, problem.box_minutes, mode)),
         _code(
             "from autograder.interview.session import Interview\n\n"
             f'interview = Interview("{record["id"]}")\n'
-            "interview.clock()  # starts now; your first full pass stops it",
+            "interview.clock()  # running since the notebook was written; a clean pass stops it",
             tags=["clock"],
         ),
         _code("", tags=["answer"]),

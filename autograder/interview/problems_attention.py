@@ -181,6 +181,8 @@ ATTENTION = Problem(
         (masking.CAUSAL,),
     ),
     ("sqrt_dk", "mask_after_softmax", "complexity"),
+    written=("why_scale", "why_heads"),
+    numeric=("attn_flops_gpt2", "score_matrix"),
     box_minutes=15,
 )
 
@@ -305,5 +307,7 @@ CAUSAL_MASK = Problem(
     ),
     ATTENTION_MASK,
     ("mask_after_softmax", "sliding_window", "attention_sinks"),
+    written=("cache_mask", "kv_cache_cost"),
+    numeric=("kv_llama2_7b",),
     box_minutes=10,
 )

@@ -93,6 +93,8 @@ DROPOUT = Problem(
         (dropout.SDPA_MODULE, f"{dropout.SDPA_MODULE}.forward"),
     ),
     ("dropout_where", "sqrt_dk"),
+    written=("dropout_where",),
+    numeric=("dropout_scale",),
     box_minutes=15,
 )
 
@@ -176,4 +178,6 @@ PRE_LN_BLOCK = Problem(
         (block.COUNT,),
     ),
     ("pre_ln", "dropout_where"),
+    written=("pre_ln", "llama_parts"),
+    numeric=("block_params_gpt2",),
 )

@@ -129,5 +129,7 @@ MHA_TO_GQA = Problem(
         (gqa.COUNT,),
     ),
     ("gqa", "gqa_tradeoff"),
+    written=("gqa_tradeoff",),
+    numeric=("gqa_attn_params", "kv_llama3_8b"),
     box_minutes=15,
 )

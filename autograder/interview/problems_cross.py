@@ -109,4 +109,6 @@ CROSS_ATTENTION = Problem(
     ),
     ATTENTION_MASK,
     ("mask_after_softmax", "why_heads"),
+    written=("cross_attention",),
+    numeric=("t5_cross_cache",),
 )

@@ -97,6 +97,8 @@ REPEAT_KV = Problem(
     ),
     GQA_EXTENSION,
     ("gqa", "tp_kv_heads"),
+    written=("gqa_tradeoff",),
+    numeric=("kv_llama3_8b",),
     box_minutes=10,
 )
 
@@ -236,4 +238,6 @@ GQA_DECODE = Problem(
         (gqa.BYTES,),
     ),
     ("gqa_tradeoff", "tp_kv_heads", "rope_cache"),
+    written=("kv_cache_cost", "gqa_tradeoff"),
+    numeric=("kv_llama3_8b", "decode_ms_h100"),
 )

@@ -156,6 +156,8 @@ ROPE = Problem(
         (rope.ROPE,),
     ),
     ("rope_cache", "sliding_window"),
+    written=("rope_relative",),
+    numeric=("rope_wavelength",),
     box_minutes=15,
 )
 
@@ -251,4 +253,6 @@ ONLINE_MERGE = Problem(
         (gpu.TILED,),
     ),
     ("flash_exact", "flash_io", "flash_backward"),
+    written=("online_softmax",),
+    numeric=("score_matrix",),
 )

@@ -170,6 +170,8 @@ CAUSAL_MHA = Problem(
     ),
     GQA_EXTENSION,
     ("why_heads", "heads_cost", "crossover_seq_len"),
+    written=("why_heads", "why_scale"),
+    numeric=("attn_flops_gpt2",),
 )
 
 # ------------------------------------------------------------------------ a packed-QKV port
@@ -234,4 +236,6 @@ PACKED_PORT = Problem(
     ),
     GQA_EXTENSION,
     ("parallel_why", "flash_io"),
+    written=("porting",),
+    numeric=("block_params_gpt2",),
 )

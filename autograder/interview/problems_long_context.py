@@ -97,5 +97,7 @@ SLIDING_WINDOW = Problem(
         (window.UPDATE,),
     ),
     ("sliding_window", "attention_sinks", "complexity"),
+    written=("window_reach", "sinks_why"),
+    numeric=("mistral_window",),
     box_minutes=15,
 )

@@ -1,11 +1,14 @@
 """The mock interview's scorecard: one record per attempt, in ``work/interview/scorecard.json``,
 and when each problem comes back.
 
-A record keeps the problem and variant, how many times the tests ran, the time to the first
-full pass, every diagnosis seen (in order, once each) and the follow-ups answered. The spacing
-is the flashcards' Leitner schedule (:class:`autograder.tools.nb09_flashcards.Schedule`) with
+A record keeps the problem and variant, the mode (``interviewer``: a run says pass or fail and
+which case; ``coach``: every run names the mistake), how many times the tests ran, the hints
+taken, the time from the notebook's creation to the first pass of the visible cases and to the
+first full (clean) pass, every diagnosis seen (in order, once each) and the follow-ups
+answered. The spacing is the flashcards' Leitner schedule
+(:class:`autograder.tools.nb09_flashcards.Schedule`) with
 problems for cards: an attempt that never passed counts as "again", a pass over the time box
-"hard", one within it "good", and "easy" with the code follow-up passed too. An
+or with a hint "hard", one within it "good", and "easy" with the code follow-up passed too. An
 attempt is graded in the schedule when the next one starts, its follow-ups known. Every file is
 written whole and atomically, so the kernel and the command line never see half of one.
 """
@@ -43,7 +46,16 @@ def _save(folder: Path, data: dict) -> None:
     tmp.replace(path)
 
 
-def new_attempt(folder: Path, problem: str, variant: str, spoken: list[str]) -> dict:
+def new_attempt(
+    folder: Path,
+    problem: str,
+    variant: str,
+    spoken: list[str],
+    mode: str = "interviewer",
+    written: tuple[str, ...] = (),
+    numeric: tuple[str, ...] = (),
+    box_minutes: int = 20,
+) -> dict:
     """Record a new attempt at ``problem``; its record (``id`` names its notebook)."""
     data = load(folder)
     number = 1 + sum(a["problem"] == problem for a in data["attempts"])
@@ -51,12 +63,20 @@ def new_attempt(folder: Path, problem: str, variant: str, spoken: list[str]) -> 
         "id": f"{problem}-{number}",
         "problem": problem,
         "variant": variant,
+        "mode": mode,
         "created": time.time(),
+        "box_minutes": box_minutes,
         "runs": 0,
+        "hints": 0,
+        "visible_pass_s": None,
         "first_pass_s": None,
         "diagnoses": [],
+        "last_diagnosis": None,
+        "debriefed": False,
         "extension": {"runs": 0, "passed": False, "diagnoses": []},
         "spoken": {q: {"tries": 0, "right": False} for q in spoken},
+        "written": {q: {"text": None, "covered": None} for q in written},
+        "numeric": {q: {"value": None, "right": None} for q in numeric},
         "rating": None,
     }
     data["attempts"].append(record)
@@ -75,6 +95,16 @@ def update(folder: Path, attempt_id: str, change: Callable[[dict], None]) -> dic
     change(record)
     _save(folder, data)
     return record
+
+
+def open_attempt(folder: Path, now: float | None = None) -> dict | None:
+    """The attempt under way in ``folder``: not debriefed, its time box not over; else None."""
+    now = time.time() if now is None else now
+    for record in reversed(load(folder)["attempts"]):
+        box = 60 * record.get("box_minutes", 20)
+        if not record.get("debriefed", True) and now - record["created"] < box:
+            return record
+    return None
 
 
 def last_variant(folder: Path, problem: str) -> str | None:
@@ -97,7 +127,7 @@ def rating(record: dict, box_minutes: int) -> str:
     seconds = record["first_pass_s"]
     if seconds is None:
         return "again"
-    if seconds > 60 * box_minutes:
+    if seconds > 60 * box_minutes or record.get("hints"):  # a hint costs
         return "hard"
     if record["extension"]["passed"]:
         return "easy"
@@ -149,7 +179,13 @@ def summary_lines(folder: Path, now: float | None = None) -> list[str]:
         best = f"best {_clock(min(times))}" if times else "not passed yet"
         diagnoses = sum(len(a["diagnoses"]) for a in mine)
         asked = [s for a in mine for s in a["spoken"].values()] + [a["extension"] for a in mine]
+        asked += [s for a in mine for s in a.get("numeric", {}).values()]
         answered = sum(bool(s.get("right") or s.get("passed")) for s in asked)
+        hints = sum(a.get("hints", 0) for a in mine)
+        hinted = f", {hints} hint(s)" if hints else ""
+        covered = [s for a in mine for s in a.get("written", {}).values() if s["covered"]]
+        points = sum(len(s["covered"]) for s in covered)
+        said = f", {points} rubric point(s) covered" if covered else ""
         due = states.get(problem, {}).get("due")
         when = ""
         if due is not None:
@@ -157,6 +193,7 @@ def summary_lines(folder: Path, now: float | None = None) -> list[str]:
             when = "; due now" if days <= 0 else f"; back in {days:.0f} day(s)"
         lines.append(
             f"{problem:<18} {len(mine)} attempt(s), {len(times)} passed, {best}, "
-            f"{diagnoses} diagnosis(es) seen, follow-ups {answered}/{len(asked)}{when}"
+            f"{diagnoses} diagnosis(es) seen{hinted}, follow-ups {answered}/{len(asked)}{said}"
+            f"{when}"
         )
     return lines

@@ -51,7 +51,9 @@ class Variant:
 @dataclass(frozen=True)
 class Problem:
     """A coding problem drawn from the course: ``taught`` says where, ``brief`` what is asked
-    whatever the variant; ``spoken`` names questions of the interview notebook's bank."""
+    whatever the variant; ``spoken`` names questions of the interview notebook's bank (the
+    coach's follow-ups, answered with a letter or a number); ``written`` and ``numeric`` name
+    the interviewer's (:mod:`.written`, answered in words; :mod:`.numeric`, estimates)."""
 
     id: str
     title: str
@@ -60,6 +62,8 @@ class Problem:
     variants: tuple[Variant, ...]
     extension: Task
     spoken: tuple[str, ...]
+    written: tuple[str, ...] = ()
+    numeric: tuple[str, ...] = ()
     box_minutes: int = 20
     tags: tuple[str, ...] = field(default=())
 
@@ -74,15 +78,26 @@ def layout_moved(task: Task) -> Task:
     return replace(task, replacements=(*task.replacements, note))
 
 
+def case_name(check: Callable) -> str:
+    """What a check tests, in words: its name without ``check_``."""
+    return check.__name__.removeprefix("check_").replace("_", " ")
+
+
 def course_check(check: Callable[..., None], adapt: Callable[[Any], Any], *extra) -> Grader:
     """A grader running ``check`` on the adapted answer: its visible cases (seed 0), then its
-    hidden ones (seed 1, ``thorough``), as a notebook's two test cells do."""
+    hidden ones (seed 1, ``thorough``), as a notebook's two test cells do. A failure carries
+    ``visible``, which of the two failed (the interviewer says only that)."""
 
     def grade(answer) -> None:
         __tracebackhide__ = True
-        check(adapt(answer), *extra, seed=0)
-        check(adapt(answer), *extra, seed=1, thorough=True)
+        for visible, kwargs in ((True, {"seed": 0}), (False, {"seed": 1, "thorough": True})):
+            try:
+                check(adapt(answer), *extra, **kwargs)
+            except CheckFailure as failure:
+                failure.visible = visible
+                raise
 
+    grade.case = case_name(check)
     return grade
 
 
@@ -99,32 +114,59 @@ def worded(grader: Grader, rewrites: tuple[tuple[str, str], ...]) -> Grader:
             sentence = next((new for old, new in rewrites if old in str(failure)), None)
             if sentence is None:
                 raise
-            raise CheckFailure(sentence) from None
+            said = CheckFailure(sentence)
+            said.visible = getattr(failure, "visible", True)
+            raise said from None
 
+    grade.case = getattr(grader, "case", "")
     return grade
 
 
-def grade(task: Task, answer) -> str | None:
-    """The first diagnosis of ``task``'s graders on ``answer``, or None when every one passes.
-    The check's names for the function become the learner's own."""
-    for grader in task.graders:
+@dataclass(frozen=True)
+class Outcome:
+    """A failed run: the diagnosis, and the case it failed in the interviewer's words (``visible
+    case 2 of 3 (decoding)``, or ``a hidden case``)."""
+
+    diagnosis: str
+    case: str
+
+
+def _said(task: Task, message: str) -> str:
+    message = next((new for old, new in task.rewrites if old in message), message)
+    for pattern, new in task.replacements:
+        message = re.sub(pattern, new, message)
+    for course_name in task.course_names:
+        message = message.replace(f"`{course_name}`", f"`{task.name}`")
+    return message
+
+
+def outcome(task: Task, answer) -> Outcome | None:
+    """How ``task``'s graders judge ``answer``: the first failure, or None when every one
+    passes. The check's names for the function become the learner's own."""
+    cases = len(task.graders)
+    for number, grader in enumerate(task.graders, 1):
+        case = f"visible case {number} of {cases}"
+        if getattr(grader, "case", ""):
+            case += f" ({grader.case})"
         try:
             grader(answer)
         except CheckFailure as failure:
-            message = str(failure)
-            message = next((new for old, new in task.rewrites if old in message), message)
-            for pattern, new in task.replacements:
-                message = re.sub(pattern, new, message)
-            for course_name in task.course_names:
-                message = message.replace(f"`{course_name}`", f"`{task.name}`")
-            return message
+            hidden = not getattr(failure, "visible", True)
+            return Outcome(_said(task, str(failure)), "a hidden case" if hidden else case)
         except Exception as error:  # what the answer returned broke a check's own code
             first = (str(error).splitlines() or [""])[0][:160]
-            return (
+            return Outcome(
                 f"The tests could not use what `{task.name}` returned ({type(error).__name__}: "
-                f"{first}): compare its return value with the contract."
+                f"{first}): compare its return value with the contract.",
+                case,
             )
     return None
+
+
+def grade(task: Task, answer) -> str | None:
+    """The first diagnosis of ``task``'s graders on ``answer``, or None when every one passes."""
+    failed = outcome(task, answer)
+    return failed.diagnosis if failed else None
 
 
 def fail(message: str):

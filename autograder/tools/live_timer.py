@@ -68,12 +68,14 @@ class LiveTimer:
     def _show(self) -> None:
         self.label.value = self.text()
 
-    def start(self) -> widgets.Label:
-        """Start the round (retiring any earlier one); the label to display."""
+    def start(self, started: float | None = None) -> widgets.Label:
+        """Start the round (retiring any earlier one), now or at ``started`` (a time of
+        ``now``'s clock: a mock interview's starts when its notebook is written); the label to
+        display."""
         for old in _current:
             old.retire()
         _current[:] = [self]
-        self.started, self.passed_after = self.now(), None
+        self.started, self.passed_after = self.now() if started is None else started, None
         shell = _shell()
         if shell is not None:
             shell.events.register("post_run_cell", self.after_cell)
