@@ -11,6 +11,8 @@ import math
 
 import torch
 import torch.nn.functional as F
+from interview_answers_more import ANSWERS as MORE_ANSWERS
+from interview_answers_more import WRONG as MORE_WRONG
 from torch import nn
 
 
@@ -423,3 +425,8 @@ WRONG = [  # (problem, variant, answer, words of its diagnosis)
     ("online_merge", "running", merge_not_rescaled, "exp(m_old − m_new)"),
     ("pre_ln_block", "separate", block_post_ln, "post-LN"),
 ]
+
+ANSWERS |= MORE_ANSWERS
+ANSWERS[("sink_cache", "extension")] = ANSWERS[("sliding_window", "extension")]  # shared
+ANSWERS[("debug_module", "extension")] = ANSWERS[("causal_mha", "extension")]
+WRONG += MORE_WRONG

@@ -16,12 +16,16 @@ from autograder import nbcell, paths
 
 from .problems_attention import ATTENTION, CAUSAL_MASK
 from .problems_block import DROPOUT, PRE_LN_BLOCK
+from .problems_cache import MLA, SINK_CACHE, TILED_BACKWARD
 from .problems_convert import MHA_TO_GQA
 from .problems_cross import CROSS_ATTENTION
+from .problems_debug import DEBUG_MODULE
+from .problems_decode import LEFT_PADDING, SAMPLING
 from .problems_gqa import GQA_DECODE, REPEAT_KV
 from .problems_kernels import ONLINE_MERGE, ROPE
 from .problems_layers import CAUSAL_MHA, PACKED_PORT
 from .problems_long_context import SLIDING_WINDOW
+from .problems_positions import ALIBI, RMSNORM, ROPE_SCALING
 from .task import Problem
 
 PROBLEMS: dict[str, Problem] = {
@@ -40,6 +44,15 @@ PROBLEMS: dict[str, Problem] = {
         ONLINE_MERGE,
         SLIDING_WINDOW,
         PACKED_PORT,
+        RMSNORM,
+        ROPE_SCALING,
+        ALIBI,
+        SINK_CACHE,
+        MLA,
+        TILED_BACKWARD,
+        SAMPLING,
+        LEFT_PADDING,
+        DEBUG_MODULE,
     )
 }
 
