@@ -28,7 +28,9 @@ a temporary folder. Then, as a learner would:
   saved and read back, no output shows a frame of the course's own code (``autograder/``), and an
   example that needs an unwritten exercise, or a name such a cell left undefined, says so in one
   line; no widget's output shows a traceback (this is the releases' one run in the suite);
-- a mock interview's notebook runs: its clock, a passing answer, the follow-ups.
+- a mock interview's notebook runs in interviewer mode: its clock, a failed run that says only
+  which case, a hint, a pass and its debrief, a follow-up in words with its rubric, an
+  estimate, the scorecard.
 
 Screenshots of each step are written to ``test-screenshots/`` at the repository root (or to
 ``$BROWSER_SCREENSHOTS``) for a person to look at. Uses the system's Chromium (never
@@ -445,28 +447,72 @@ def attention(q, k, v, bias=None):
     weights = torch.softmax(scores, -1).nan_to_num(0.0)
     return weights @ v, weights
 """
+_MOCK_WRONG = _MOCK_ANSWER.replace(" / math.sqrt(q.shape[-1])", "")  # the scale forgotten
+_MOCK_SAID = (
+    "The dot product of q and k sums d_k terms, so its variance grows with the head size; "
+    "large scores saturate the softmax into a near one-hot and its gradients vanish."
+)
+
+
+def _mock_cells(record: dict) -> list:
+    """An interviewer-mode attempt, cell by cell: a wrong answer and its run (which fails), a
+    hint, the fixed answer and its run (the clean pass), the follow-up in words and its ticks,
+    the estimate, the scorecard."""
+    (said,), (estimate,) = record["written"], record["numeric"]
+    from autograder.interview.numeric import NUMERIC
+
+    failing = nbformat.v4.new_code_cell("interview.run_tests(globals())")
+    failing.metadata["tags"] = ["raises-exception"]  # Run All goes on past the failed run
+    sources = [
+        "interview.hint()",
+        _MOCK_ANSWER,
+        "interview.run_tests(globals())",
+        f'interview.say("{said}", """{_MOCK_SAID}""")',
+        f'interview.covered("{said}", 1, 2, 3)',
+        f'interview.estimate("{estimate}", {NUMERIC[estimate].answer * 1.02!r})',
+        "interview.scorecard()",
+    ]
+    return [failing] + [nbformat.v4.new_code_cell(source) for source in sources]
 
 
 def test_a_mock_interview_notebook_runs_in_the_lab(lab):
-    """One attempt of ``python -m autograder interview``, opened in the learner's JupyterLab:
-    Run All starts the clock (a live widget), the answer passes, the follow-ups render and the
-    clock says when it stopped."""
+    """One interviewer-mode attempt of ``python -m autograder interview``, in the learner's
+    JupyterLab, with one Run All: the wrong answer's run says only that it fails and which case,
+    a hint names the mistake, the fixed answer passes (the clock, a live widget, stops; the
+    debrief shows the diagnosis and the follow-ups), the follow-up said in words shows the model
+    answer and its rubric, the ticks and the estimate are scored, and the scorecard shows it."""
     from autograder.interview import notebook as mock
 
     new_page, work, _ = lab
-    path, _ = mock.write("attention", work, seed=0, variant_id="bias")
+    path, record = mock.write("attention", work, seed=0, variant_id="bias")
     nb = nbformat.read(path, as_version=4)
-    nb.cells[2].source = _MOCK_ANSWER  # the empty cell, answered
+    nb.cells[2].source = _MOCK_WRONG  # the empty cell, answered wrong
+    nb.cells = nb.cells[:3] + _mock_cells(record)  # the notebook's own test cell, first tagged
     nbformat.write(nb, path)
     page = new_page(f"/lab/tree/{mock.FOLDER}/{path.name}?reset")
     _open_notebook(page)
     _run_all(page, timeout_ms=60_000)
     page.wait_for_selector("h2:has-text('Follow-up 1')")
     page.wait_for_selector("text=/first passed after/")  # the clock's label, stopped
+    outputs = [_cell_output(page, n) for n in range(2, 10)]
+    failed, hint, _, passed, said, ticked, estimated, card = outputs
+    assert "✗ Fail: visible case 1 of 3" in failed and "√d_k" not in failed, failed
+    assert "Hint 1" in hint and "√d_k" in hint, hint
+    assert "✓ Pass" in passed and "Debrief" in passed and "√d_k" in passed, passed
+    assert "Model answer" in said and "What an interviewer listens for" in said, said
+    assert "3 of 4 points" in ticked and "Right" in estimated, (ticked, estimated)
+    assert re.search(r"hints\s+1", card) and "3/4 points" in card and "right" in card, card
     errors = page.locator(".jp-OutputArea-output[data-mime-type*='error']")
-    assert errors.count() == 0, errors.first.inner_text()[:500]
+    assert errors.count() == 0, errors.first.inner_text()[:500]  # the failed run: one line
     _shot(page, "7-mock-interview")
     page.close()
+
+
+def _cell_output(page, n: int) -> str:
+    """The text of the outputs of the notebook's code cell ``n`` (0 is the first code cell)."""
+    cell = page.locator(".jp-Notebook .jp-CodeCell").nth(n)
+    cell.scroll_into_view_if_needed()
+    return cell.locator(".jp-OutputArea").inner_text()
 
 
 def _check(work: Path) -> str:
