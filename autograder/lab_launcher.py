@@ -27,6 +27,7 @@ import nbformat
 
 from autograder import paths
 from autograder.grader.nbgrader_run import put_environment_on_path
+from autograder.interview import seal
 
 JUPYTER_CONFIG = Path(__file__).resolve().parent / "jupyter_config"
 START_PAGE = "START_HERE.md"
@@ -59,29 +60,17 @@ def _drop_old_model_answers(names: set[str]) -> None:
     old.rmdir()
 
 
-def sync_model_answers(work: Path | None = None) -> bool:
+def sync_model_answers() -> bool:
     """Refresh ``work/reference/model_answers/`` (:data:`paths.MODEL_ANSWERS`): a read-only copy
     of each instructor notebook, so that a self-study learner reaches the model answers from the
     file browser (whose root is ``work/``), one folder further than the exercises. Where the
     repository has no ``solutions/`` (a classroom release), there is none to show; while a mock
-    interview is under way (:func:`autograder.interview.seal.sealed`) they stay away."""
-    from autograder.interview import seal
-
-    work = paths.WORK_DIR if work is None else Path(work)
+    interview is under way they stay away (:mod:`autograder.interview.seal`)."""
     notebooks = [paths.solution_notebook(i) for i in paths.notebook_ids()]
-    notebooks = [n for n in notebooks if n.is_file()]
-    if not notebooks or seal.sealed(work):
+    if not any(n.is_file() for n in notebooks):
         return False
-    _drop_old_model_answers({n.name for n in notebooks})
-    folder = work / paths.MODEL_ANSWERS
-    folder.mkdir(parents=True, exist_ok=True)
-    for notebook in notebooks:
-        target = folder / notebook.name
-        if target.exists():
-            target.chmod(0o644)
-        shutil.copyfile(notebook, target)
-        target.chmod(0o444)  # opened to read: JupyterLab says it is read-only
-    return True
+    _drop_old_model_answers({n.name for n in notebooks if n.is_file()})
+    return seal.unseal(paths.WORK_DIR)
 
 
 def sync_work_dir() -> list[str]:

@@ -498,7 +498,7 @@ def test_a_mock_interview_notebook_runs_in_the_lab(lab):
     failed, hint, _, passed, said, ticked, estimated, card = outputs
     assert "✗ Fail: visible case 1 of 3" in failed and "√d_k" not in failed, failed
     assert "Hint 1" in hint and "√d_k" in hint, hint
-    assert "✓ Pass" in passed and "Debrief" in passed and "√d_k" in passed, passed
+    assert "✓ Every test passes" in passed and "Debrief" in passed and "√d_k" in passed, passed
     assert "Model answer" in said and "What an interviewer listens for" in said, said
     assert "3 of 4 points" in ticked and "Right" in estimated, (ticked, estimated)
     assert re.search(r"hints\s+1", card) and "3/4 points" in card and "right" in card, card

@@ -61,7 +61,7 @@ def _task(variant: str) -> Task:
 DEBUG_MODULE = Problem(
     "debug_module",
     "Debug this module: one planted bug",
-    "notebook 09 §3.2 (find the bug), on notebook 02's multi-head attention",
+    "notebook 09 §3.2's find-the-bug, on notebook 02's attention",
     "Find and fix the one bug in a causal self-attention module, against its failing test.",
     tuple(Variant(v, _task(v)) for v in PLANTED),
     CAUSAL_MHA.extension,

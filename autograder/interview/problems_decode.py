@@ -12,12 +12,40 @@ from __future__ import annotations
 
 import torch
 
-from autograder.checks._core import call, close, make_generator, randint, randn
-
 from .task import Problem, Task, Variant, course_check, fail, one_tensor, tensors
 
 NAME, GENERATE = "sample_filter", "generate"
 INF = float("inf")
+
+
+def make_generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def randint(gen: torch.Generator, low: int, high: int) -> int:
+    """One integer in ``[low, high]``."""
+    return int(torch.randint(low, high + 1, (1,), generator=gen))
+
+
+def randn(gen: torch.Generator, *shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=gen)
+
+
+def close(actual: torch.Tensor, expected: torch.Tensor, atol: float) -> bool:
+    if actual.shape != expected.shape:
+        return False
+    return torch.allclose(actual.to(expected.dtype), expected, atol=atol, rtol=1e-5)
+
+
+def call(fn, name: str, args: tuple, kwargs: dict | None = None):
+    """The candidate's ``fn(*args, **kwargs)``; an exception it raises, said in one sentence."""
+    __tracebackhide__ = True
+    try:
+        return fn(*args, **(kwargs or {}))
+    except Exception as error:
+        first = (str(error).splitlines() or [""])[0][:160]
+        fail(f"`{name}` raised {type(error).__name__}: {first}")
+
 
 # ------------------------------------------------------------------------------ sampling
 
@@ -57,7 +85,7 @@ _CASES = {  # name: [(temperature, top_k, top_p)], visible first
 
 def _logits(gen, thorough: bool) -> torch.Tensor:
     B, V = (3, 11) if not thorough else (randint(gen, 1, 4), randint(gen, 6, 40))
-    return 2 * randn(gen, B, V, dtype=torch.float32)  # (B, V), no ties
+    return 2 * randn(gen, B, V)  # (B, V), no ties
 
 
 def _same_logits(got: torch.Tensor, want: torch.Tensor) -> bool:
@@ -126,7 +154,7 @@ _SAMPLING = (
 
 
 def _step_model(gen, V: int):
-    table = randn(gen, V, V, dtype=torch.float32)
+    table = randn(gen, V, V)
 
     def step(ids):  # (B, L) -> (B, V): the next token's logits, a toy bigram model
         return 3 * table[ids[:, -1]] + 0.1 * ids.shape[1]
@@ -197,7 +225,7 @@ def check_generate(fn, *, seed: int = 0, thorough: bool = False) -> None:
 SAMPLING = Problem(
     "sampling",
     "A sampling step: temperature, top-k, top-p",
-    "the serving loop (notebook 09's follow-ups)",
+    "the serving loop, beside notebook 09's follow-ups",
     "Write the step that turns a model's next-token logits into what is sampled from.",
     (
         Variant(
@@ -353,7 +381,7 @@ _PAD = (
 LEFT_PADDING = Problem(
     "left_padding",
     "Batching prompts with left padding and its masks",
-    "notebook 03 (masks) and the serving loop",
+    "notebook 03's masks, for serving",
     "Batch prompts of different lengths for generation.",
     (
         Variant(

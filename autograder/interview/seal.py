@@ -1,13 +1,14 @@
 """The model answers stay out of reach while a mock interview is under way.
 
-``make lab`` copies the instructor's notebooks into ``work/reference/model_answers/``, one folder
-from ``work/interview/`` in JupyterLab's file browser. Writing an attempt removes those copies
-(:func:`seal`); while the attempt is open (:func:`sealed`: not debriefed, its box not over) the
-launcher does not put them back, and the debrief does (:func:`unseal`).
+``make lab`` copies the instructor's notebooks into ``work/reference/model_answers/``
+(:func:`unseal`), one folder from ``work/interview/`` in JupyterLab's file browser. Writing an
+attempt removes those copies (:func:`seal`); while the attempt is open (:func:`sealed`: not
+debriefed, its box not over) the launcher does not put them back, and the debrief does.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from autograder import paths
@@ -33,8 +34,19 @@ def seal(work: Path) -> None:
             copy.unlink()
 
 
-def unseal(work: Path) -> None:
-    """Put the model answers back, unless another attempt is still under way."""
-    from autograder.lab_launcher import sync_model_answers
-
-    sync_model_answers(Path(work))
+def unseal(work: Path) -> bool:
+    """Copy each instructor notebook into ``work/reference/model_answers/``, read-only, unless
+    an attempt is under way; whether they are there."""
+    notebooks = [paths.solution_notebook(i) for i in paths.notebook_ids()]
+    notebooks = [n for n in notebooks if n.is_file()]
+    if not notebooks or sealed(work):
+        return False
+    folder = Path(work) / paths.MODEL_ANSWERS
+    folder.mkdir(parents=True, exist_ok=True)
+    for notebook in notebooks:
+        target = folder / notebook.name
+        if target.exists():
+            target.chmod(0o644)
+        shutil.copyfile(notebook, target)
+        target.chmod(0o444)  # opened to read: JupyterLab says it is read-only
+    return True

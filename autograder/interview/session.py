@@ -106,7 +106,7 @@ class Interview(FollowUps):
                 f"✗ Fail: {failed.case}. (`interview.hint()` names the mistake; it costs a hint.)"
             )
         print(
-            f"✓ Pass: every case, hidden ones included (clean pass after "
+            f"✓ Every test passes, hidden cases included (clean pass after "
             f"{clock(record['first_pass_s'])}, {record['runs']} run(s), "
             f"{record['hints']} hint(s))."
         )
