@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 
 import torch
-from mistakes import alibi, gpu_backward, llama, mla, rope_scaling, sinks
+import torch.nn.functional as F
+from mistakes import alibi, gpu_backward, mla, rope_scaling, sinks
 from torch import nn
 
 from autograder.interview import problems_debug
@@ -29,6 +30,23 @@ def rms_norm_gemma(x, weight, eps=1e-6):
 
 def rms_norm_l2(x, weight, eps=1e-6):  # the L2 norm, not the root mean square
     return x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + eps) * weight
+
+
+class SwiGLUFused(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.gate_up_proj = nn.Linear(dim, 2 * hidden, bias=False)
+        self.down_proj = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x):
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
+
+
+class SwiGLUFusedSwapped(SwiGLUFused):  # the halves read the other way round
+    def forward(self, x):
+        up, gate = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
 
 
 def rope_hf_config(config, seq_len):
@@ -60,6 +78,15 @@ def alibi_positions(slopes, q_positions, k_positions):
 
 def alibi_positions_positive(slopes, q_positions, k_positions):
     return -alibi_positions(slopes, q_positions, k_positions).nan_to_num(neginf=0.0)
+
+
+def slopes_shard(num_heads, rank=0, world_size=1):
+    per_rank = num_heads // world_size
+    return alibi.slopes_bloom(num_heads)[rank * per_rank : (rank + 1) * per_rank]
+
+
+def slopes_shard_local(num_heads, rank=0, world_size=1):  # the slopes of a smaller model
+    return alibi.slopes_bloom(num_heads // world_size)
 
 
 def alibi_batched(slopes, T, S=None):
@@ -126,6 +153,15 @@ def backward_log2(q, k, v, o, lse2, do, block_size=64):
 
 def backward_log2_as_natural(q, k, v, o, lse2, do, block_size=64):
     return gpu_backward.backward_key_blocks(q, k, v, o, lse2, do, block_size)
+
+
+def backward_log2_causal(q, k, v, o, lse2, do, block_size=64, causal=False):
+    lse = lse2 * math.log(2)
+    return gpu_backward.backward_key_blocks(q, k, v, o, lse, do, block_size, causal)
+
+
+def backward_log2_not_causal(q, k, v, o, lse2, do, block_size=64, causal=False):
+    return backward_log2(q, k, v, o, lse2, do, block_size)
 
 
 def backward_delta(q, k, v, delta, lse, do, block_size=64):
@@ -252,13 +288,13 @@ def packed_module(source: str):
 ANSWERS = {
     ("rmsnorm_swiglu", "functional"): rms_norm,
     ("rmsnorm_swiglu", "gemma"): rms_norm_gemma,
-    ("rmsnorm_swiglu", "extension"): llama.FeedForwardMeta,
+    ("rmsnorm_swiglu", "extension"): SwiGLUFused,
     ("rope_scaling", "hf_config"): rope_hf_config,
     ("rope_scaling", "dict_out"): rope_dict,
-    ("rope_scaling", "extension"): rope_scaling.params_hf,
+    ("rope_scaling", "extension"): rope_hf_config,
     ("alibi", "positions"): alibi_positions,
     ("alibi", "batched"): alibi_batched,
-    ("alibi", "extension"): alibi.slopes_bloom,
+    ("alibi", "extension"): slopes_shard,
     ("sink_cache", "bshd"): _bshd(sinks.sink_streaming_llm),
     ("sink_cache", "stacked"): _stacked(sinks.sink_streaming_llm),
     ("mla", "packed_cache"): MLAPacked,
@@ -266,7 +302,7 @@ ANSWERS = {
     ("mla", "extension"): AbsorbedPacked,
     ("tiled_backward", "log2_lse"): backward_log2,
     ("tiled_backward", "delta_given"): backward_delta,
-    ("tiled_backward", "extension"): gpu_backward.backward_key_blocks,
+    ("tiled_backward", "extension"): backward_log2_causal,
     ("sampling", "logits"): sample_filter,
     ("sampling", "probs"): sample_probs,
     ("sampling", "extension"): generate,
@@ -278,6 +314,12 @@ ANSWERS = {
         for variant in problems_debug.PLANTED
     },
 }
+
+WRONG_EXTENSIONS = [  # (problem, answer, words of its diagnosis)
+    ("rmsnorm_swiglu", SwiGLUFusedSwapped, "first half of gate_up_proj"),
+    ("alibi", slopes_shard_local, "alibi_slopes"),
+    ("tiled_backward", backward_log2_not_causal, "without the causal mask"),
+]
 
 WRONG = [  # (problem, variant, answer, words of its diagnosis)
     ("rmsnorm_swiglu", "functional", rms_norm_l2, "L2 norm"),

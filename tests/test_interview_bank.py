@@ -1,13 +1,13 @@
 """The mock interview's bank after issue 46: at least 20 problems covering the course and the
 serving loop; the course's own answers, pasted, fail every variant of the new problems (their
-contracts differ from the notebooks'); each planted bug of the debug round fails its test, and
-the diagnosis is one sentence.
+contracts differ from the notebooks'); a classic mistake in an extension is named; each planted
+bug of the debug round fails its test, and the diagnosis is one sentence.
 """
 
 from __future__ import annotations
 
 import pytest
-from interview_answers_more import packed_module
+from interview_answers_more import WRONG_EXTENSIONS, packed_module
 from mistakes import alibi, gpu_backward, llama, mla, rope_scaling, sinks
 
 from autograder.interview import bank, problems_debug
@@ -52,3 +52,10 @@ def test_each_planted_bug_fails_its_test(variant, one_thread):
     assert problems_debug.planted(variant) in task.contract
     diagnosis = grade(task, packed_module(problems_debug.planted(variant)))
     assert diagnosis and "\n" not in diagnosis.strip(), diagnosis
+
+
+@pytest.mark.parametrize(
+    "problem, answer, words", WRONG_EXTENSIONS, ids=lambda x: x if type(x) is str else ""
+)
+def test_a_wrong_extension_gets_its_diagnosis(problem, answer, words, one_thread):
+    assert words in grade(bank.PROBLEMS[problem].extension, answer)

@@ -199,6 +199,13 @@ def _log2_lse(fn):
     return tiled_attention_backward
 
 
+def _log2_lse_causal(fn):
+    def tiled_attention_backward(q, k, v, o, lse, do, **kwargs):
+        return fn(q, k, v, o, lse / math.log(2), do, **kwargs)
+
+    return tiled_attention_backward
+
+
 def _delta_given(fn):
     def tiled_attention_backward(q, k, v, o, lse, do, **kwargs):
         delta = (do.float() * o.float()).sum(-1)  # (..., T), float32
@@ -256,10 +263,11 @@ TILED_BACKWARD = Problem(
     ),
     Task(
         backward.NAME,
-        "def tiled_attention_backward(q, k, v, o, lse, do, block_size=64, causal=False):",
-        "Now with a causal mask (the queries are the last T of S positions) and the natural "
-        "logsumexp `lse`: skip the tiles wholly above the diagonal.",
-        (course_check(backward.check_backward_causal, lambda fn: fn),),
+        "def tiled_attention_backward(q, k, v, o, lse2, do, block_size=64, causal=False):",
+        "Now as a Triton kernel's backward: the forward's output `o` and its logsumexp in "
+        "base 2, `lse2`, are given, and with `causal=True` the queries are the last T of S "
+        "positions under a causal mask: skip the tiles wholly above the diagonal.",
+        (course_check(backward.check_backward_causal, _log2_lse_causal),),
         (backward.NAME,),
     ),
     ("flash_backward", "flash_backward_d"),

@@ -39,6 +39,19 @@ def _alibi_batched(fn):
     return alibi_bias
 
 
+def _sharded(fn):
+    """Every rank's slopes, side by side (two ranks where the heads split evenly)."""
+
+    def alibi_slopes(num_heads):
+        world = 2 if num_heads % 2 == 0 else 1
+        shards = [
+            one_tensor(fn(num_heads, r, world), "alibi_slopes", "the slopes") for r in range(world)
+        ]
+        return torch.cat(shards)
+
+    return alibi_slopes
+
+
 _ALIBI = (
     "`slopes` (nh,) float: head h adds −slopes[h] · (p − j) to the score of query position p "
     "and key position j, and −inf where j > p (causal). Return a float tensor to add to the "
@@ -76,11 +89,14 @@ ALIBI = Problem(
     ),
     Task(
         alibi.SLOPES,
-        "def alibi_slopes(num_heads):",
-        "Now the slopes: the paper's geometric sequence 2^(−8/n), 2^(−16/n), … for n heads a "
-        "power of two; otherwise the slopes of the closest smaller power of two, then every "
-        "other slope of the next power. Return a float32 tensor (num_heads,).",
-        (course_check(alibi.check_alibi_slopes, lambda fn: fn),),
+        "def alibi_slopes(num_heads, rank=0, world_size=1):",
+        "Now the slopes, for a model whose heads are split over `world_size` GPUs (tensor "
+        "parallel, as BLOOM serves): the model's slopes are the paper's geometric sequence "
+        "2^(−8/n), 2^(−16/n), … for n = num_heads a power of two; otherwise those of the "
+        "closest smaller power of two, then every other slope of the next power. Return the "
+        "slopes of this rank's heads, rank · n/world_size … (rank + 1) · n/world_size − 1, a "
+        "float32 tensor (num_heads / world_size,).",
+        (course_check(alibi.check_alibi_slopes, _sharded),),
         (alibi.SLOPES,),
     ),
     ("alibi", "complexity"),
@@ -170,17 +186,19 @@ ROPE_SCALING = Problem(
     ),
     Task(
         scaling.PARAMS,
-        "def rope_parameters(rope_type, hs, base, factor=1.0, original_max_position=4096, "
-        "seq_len=None, beta_fast=32.0, beta_slow=1.0, low_freq_factor=1.0, high_freq_factor=4.0):",
-        "Now YaRN and Llama 3, returning `(inv_freq, attention_scaling)`: `yarn` blends "
+        "def rope_parameters(config, seq_len):",
+        "Now YaRN and Llama 3, from a Hugging Face-style `config` (`rope_theta`, `head_dim`, "
+        "`rope_scaling` with 'rope_type', 'factor', 'original_max_position_embeddings', "
+        "'beta_fast' and 'beta_slow' or 'low_freq_factor' and 'high_freq_factor'), returning "
+        "`(inv_freq, attention_scaling)`: `yarn` blends "
         "interpolated and original frequencies with a linear ramp between the pairs that turn "
         "beta_fast and beta_slow times over the original length, and scales attention by "
         "0.1 · ln(factor) + 1; `llama3` keeps pairs whose wavelength is below original / "
         "high_freq_factor, divides those above original / low_freq_factor by factor, and "
         "blends smoothly between (attention scaling 1.0).",
         (
-            course_check(scaling.check_rope_yarn, lambda fn: fn),
-            course_check(scaling.check_rope_llama3, lambda fn: fn),
+            course_check(scaling.check_rope_yarn, _hf_config),
+            course_check(scaling.check_rope_llama3, _hf_config),
         ),
         (scaling.PARAMS,),
     ),
@@ -207,6 +225,37 @@ def _norm_module(fn, gemma: bool):
             return fn(x, weight, self.eps)
 
     return RMSNorm
+
+
+def _fused(cls):
+    """Meta's three matrices, which the check fills, copied into the learner's fused ones."""
+
+    class SwiGLU(nn.Module):
+        def __init__(self, dim, hidden):
+            super().__init__()
+            self.fused = cls(dim, hidden)
+            self.w1 = nn.Linear(dim, hidden, bias=False)
+            self.w3 = nn.Linear(dim, hidden, bias=False)
+            self.w2 = nn.Linear(hidden, dim, bias=False)
+
+        def forward(self, x):
+            up, down = (getattr(self.fused, n, None) for n in ("gate_up_proj", "down_proj"))
+            shapes = (
+                (up, self.w1.in_features, 2 * self.w1.out_features),
+                (down, *self.w2.weight.shape[::-1]),
+            )
+            for layer, n_in, n_out in shapes:
+                if not isinstance(layer, nn.Linear) or tuple(layer.weight.shape) != (n_out, n_in):
+                    fail(
+                        "`SwiGLU` needs `gate_up_proj` = nn.Linear(dim, 2 * hidden, bias=False) "
+                        "and `down_proj` = nn.Linear(hidden, dim, bias=False)."
+                    )
+            with torch.no_grad():
+                up.weight.copy_(torch.cat([self.w1.weight, self.w3.weight]))
+                down.weight.copy_(self.w2.weight)
+            return self.fused(x)
+
+    return SwiGLU
 
 
 _NORM = (
@@ -254,10 +303,20 @@ RMSNORM = Problem(
         llama.MLP,
         "class SwiGLU(nn.Module):\n    def __init__(self, dim, hidden): ...\n"
         "    def forward(self, x): ...",
-        "Now the MLP: three bias-free projections `w1` (gate, dim → hidden), `w3` (up, dim → "
-        "hidden), `w2` (down, hidden → dim); forward returns w2(silu(w1(x)) · w3(x)).",
-        (course_check(llama.check_swiglu, lambda cls: cls),),
+        "Now the MLP, in the fused layout serving engines load (vLLM, Phi-3): `gate_up_proj` = "
+        "nn.Linear(dim, 2 · hidden, bias=False) gives the gate, then the up projection; "
+        "`down_proj` = nn.Linear(hidden, dim, bias=False); forward returns "
+        "down_proj(silu(gate) · up).",
+        (course_check(llama.check_swiglu, _fused),),
         (llama.MLP, f"{llama.MLP}.forward"),
+        (
+            (
+                "puts SiLU on the wrong projection",
+                "Your SwiGLU puts SiLU on the up projection: the gate is the first half of "
+                "gate_up_proj's output, the up projection the second; return "
+                "down_proj(silu(gate) · up).",
+            ),
+        ),
     ),
     ("rmsnorm", "swiglu_width"),
     written=("llama_parts", "pre_ln"),
