@@ -77,9 +77,17 @@ def test_a_hidden_case_is_named_as_hidden():
         if thorough:
             raise CheckFailure("fails on the larger inputs")
 
-    task = Task("f", "def f():", "", (course_check(check_only_small, lambda fn: fn),))
-    assert outcome(task, object()).case == "a hidden case"
-    assert "fails on the larger" in outcome(task, object()).diagnosis
+    def check_breaks_on_large(fn, *, seed=0, thorough=False):
+        if thorough:
+            raise IndexError("the answer's tensor was too short")
+
+    for check, said in (
+        (check_only_small, "fails on the larger"),
+        (check_breaks_on_large, "short"),
+    ):
+        task = Task("f", "def f():", "", (course_check(check, lambda fn: fn),))
+        assert outcome(task, object()).case == "a hidden case"
+        assert said in outcome(task, object()).diagnosis
 
 
 def test_the_clock_runs_from_the_notebooks_creation(attempt):

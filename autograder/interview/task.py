@@ -93,7 +93,7 @@ def course_check(check: Callable[..., None], adapt: Callable[[Any], Any], *extra
         for visible, kwargs in ((True, {"seed": 0}), (False, {"seed": 1, "thorough": True})):
             try:
                 check(adapt(answer), *extra, **kwargs)
-            except CheckFailure as failure:
+            except Exception as failure:  # a check's own code broken by the answer, too
                 failure.visible = visible
                 raise
 
@@ -155,10 +155,11 @@ def outcome(task: Task, answer) -> Outcome | None:
             return Outcome(_said(task, str(failure)), "a hidden case" if hidden else case)
         except Exception as error:  # what the answer returned broke a check's own code
             first = (str(error).splitlines() or [""])[0][:160]
+            hidden = not getattr(error, "visible", True)
             return Outcome(
                 f"The tests could not use what `{task.name}` returned ({type(error).__name__}: "
                 f"{first}): compare its return value with the contract.",
-                case,
+                "a hidden case" if hidden else case,
             )
     return None
 
