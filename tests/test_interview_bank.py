@@ -51,7 +51,8 @@ def test_each_planted_bug_fails_its_test(variant, one_thread):
     task = bank.PROBLEMS["debug_module"].variant(variant).task
     assert problems_debug.planted(variant) in task.contract
     diagnosis = grade(task, packed_module(problems_debug.planted(variant)))
-    assert diagnosis and "\n" not in diagnosis.strip(), diagnosis
+    symptom = {"merge": "with four it does not", "diagonal": "NaN", "softmax_dim": "future"}
+    assert symptom[variant] in diagnosis and "\n" not in diagnosis.strip(), diagnosis
 
 
 @pytest.mark.parametrize(

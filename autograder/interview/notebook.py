@@ -30,7 +30,8 @@ _GRADING = {
     "interviewer": "then run the test cell: the course's checks, hidden cases included, grade "
     "it, and like an interviewer say only whether it passes and which case fails. "
     "`interview.hint()` names the mistake, at the cost of a hint on your scorecard; the full "
-    "diagnosis comes in the debrief, after your clean pass or when the box ends. Then the "
+    "diagnosis comes in the debrief, after your clean pass or, when the box ends, from "
+    "`interview.debrief()`. Then the "
     "interviewer has follow-up questions.",
     "coach": "then run the test cell: the course's checks, hidden cases included, grade it and "
     "name the first mistake they find. After a pass the interviewer has follow-up questions.",
