@@ -148,9 +148,8 @@ def _sampling_task(as_probs: bool, contract: str) -> Task:
 _SAMPLING = (
     "`logits` (B, V), float. Divide by `temperature` (0 means greedy: only the largest logit "
     "survives, undivided), keep the `top_k` largest (0: all), then keep the smallest set of "
-    "tokens, most "
-    "likely first, whose probability reaches `top_p` (the token that crosses it included; 1.0: "
-    "all). Do not change `logits`."
+    "tokens, most likely first, whose probability reaches `top_p` (the token that crosses it "
+    "included; 1.0: all). Do not change `logits`."
 )
 
 
