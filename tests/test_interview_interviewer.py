@@ -182,3 +182,21 @@ def test_every_problem_has_follow_ups_in_words_and_numbers():
         assert not re.search(r"\bsection \d", question.question, re.I)
     for asked in NUMERIC.values():
         assert asked.right(asked.answer) and not asked.right(asked.answer * 1.5 + 1)
+
+
+def test_a_coach_cannot_open_the_model_answers_before_the_pass(tmp_path, monkeypatch, one_thread):
+    from autograder import lab_launcher
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(paths, "WORK_DIR", tmp_path)
+    answers = tmp_path / paths.MODEL_ANSWERS
+    lab_launcher.sync_model_answers()
+    path, record = notebook.write("attention", tmp_path, seed=3, variant_id="bias", mode="coach")
+    session = Interview(record["id"], path.parent)
+    with pytest.raises(CheckFailure, match="after your clean pass"):
+        session.debrief()
+    with pytest.raises(CheckFailure, match="√d_k"):  # the coach names the mistake
+        session.run_tests(_defined(WRONG))
+    assert not any(answers.glob("*.ipynb"))
+    session.run_tests(_defined(RIGHT))
+    assert any(answers.glob("*.ipynb")) and session.record()["debriefed"]

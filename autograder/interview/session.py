@@ -110,6 +110,8 @@ class Interview(FollowUps):
             f"{clock(record['first_pass_s'])}, {record['runs']} run(s), "
             f"{record['hints']} hint(s))."
         )
+        if self.coach:
+            self._end()
         show(self.follow_ups() if self.coach else self.debrief_text())
 
     def hint(self) -> None:
@@ -133,14 +135,12 @@ class Interview(FollowUps):
     def debrief_text(self) -> str:
         __tracebackhide__ = True
         record = self.record()
-        if record["first_pass_s"] is None and not self.box_over() and not self.coach:
+        if record["first_pass_s"] is None and not self.box_over():
             left = clock(60 * self.problem.box_minutes - self.elapsed())
             raise CheckFailure(
                 f"The debrief comes after your clean pass, or when the box ends ({left} left)."
             )
-        if not record["debriefed"]:
-            scorecard.update(self.folder, self.id, lambda r: r.update(debriefed=True))
-            seal.unseal(self.folder.resolve().parent)
+        self._end()
         seen = record["diagnoses"] or ["(no failed run)"]
         parts = [
             "## Debrief",
@@ -149,6 +149,12 @@ class Interview(FollowUps):
             "\n".join(f"{n}. {d}" for n, d in enumerate(seen, 1)),
         ]
         return "\n\n".join([*parts, self.follow_ups()])
+
+    def _end(self) -> None:
+        """The attempt is over: recorded so, and the model answers are back in ``work/``."""
+        if not self.record()["debriefed"]:
+            scorecard.update(self.folder, self.id, lambda r: r.update(debriefed=True))
+            seal.unseal(self.folder.resolve().parent)
 
     def scorecard_text(self) -> str:
         """This attempt's scorecard, as Markdown."""
