@@ -35,7 +35,6 @@ import torch
 
 from autograder.tools.nb06_gpu import gradients_through
 
-from . import operators
 from ._attention_grads import gradients, log_sum_exp, lse_variants, variants
 from ._core import (
     CheckFailure,
@@ -57,10 +56,6 @@ ANSWERS_IN_TOOLS: dict[str, str] = {
     "autograder.tools.nb06_gpu_timing.naive_attention": "FlashAttention's cells, through autograd",
     "autograder.tools.nb06_gpu_timing.sdpa": "FlashAttention's cells, through autograd",
 }
-
-#: ``torch.promote_types`` picks a dtype and computes nothing: float32 accumulators that keep
-#: float64 as float64 (what gradcheck needs) are written with it.
-OPERATORS = operators.DEFAULT | frozenset({"aten::promote_types"})
 
 TILED = "tiled_attention"
 FUNCTION = "FlashAttention"

@@ -52,6 +52,9 @@ _FACTORIES = """zeros ones full empty empty_strided arange linspace eye scalar_t
 randint randperm normal normal_ uniform_ bernoulli bernoulli_ _to_dense tensor"""
 _GRADIENTS = """threshold_backward sigmoid_backward tanh_backward _softmax_backward_data
 _log_softmax_backward_data"""
+# They pick a dtype and compute nothing: float32 accumulators that keep float64 as float64 (what
+# gradcheck needs) are written with them.
+_DTYPES = """promote_types result_type can_cast"""
 _LOSSES = """nll_loss_forward nll_loss_backward nll_loss nll_loss2d_forward mse_loss
 cross_entropy_loss mse_loss_backward binary_cross_entropy"""
 
@@ -73,7 +76,9 @@ def _pointwise() -> frozenset[str]:
     return frozenset(names)
 
 
-BY_HAND = _pointwise() | _names(" ".join((_VIEWS, _REDUCTIONS, _PRODUCTS, _FACTORIES, _GRADIENTS)))
+BY_HAND = _pointwise() | _names(
+    " ".join((_VIEWS, _REDUCTIONS, _PRODUCTS, _FACTORIES, _GRADIENTS, _DTYPES))
+)
 SOFTMAX = _names("_softmax _log_softmax softmax log_softmax " + _LOSSES)
 # ``_safe_softmax`` is the softmax of SDPA's math backend (rows with no allowed key give zeros),
 # reached from nothing a learner writes by hand: where SDPA is not allowed, neither is it.

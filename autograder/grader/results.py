@@ -81,6 +81,7 @@ class NotebookResult:
         data = asdict(self)
         data.pop("notebook_id")
         for cell in data["cells"]:
+            cell.pop("unfinished")  # the report's grouping, not the contract's
             if cell["check"] is None:
                 cell.pop("check")
         for optional in ("error", "stopped", "notes"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 from autograder import paths
@@ -40,7 +41,7 @@ def save(path: Path, limits: Limits, result: NotebookResult) -> None:
         return
     try:
         data = {"key": _key(path, limits), "notebook_id": result.notebook_id}
-        data["result"] = result.to_json()
+        data["result"] = asdict(result)  # all of it: progress reports from it
         write_atomic(_file(path), json.dumps(data, indent=1))
     except Exception:  # noqa: BLE001 - a cache: a read-only folder costs a regrade, nothing more
         pass
