@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mistakes import catalogues  # noqa: E402
 
 from autograder import nbcell, paths  # noqa: E402
-from autograder.grader import allowed, scan  # noqa: E402
+from autograder.grader import allowed, reading, scan  # noqa: E402
 
 BEFORE = "fcac697"  # the last commit with scan.py's deny-lists
 
@@ -171,7 +171,7 @@ def after(source: str, check) -> list[str]:
     tree = scan.parse(source)
     context = scan._context(release, nb_id, [tree])
     context.taught = allowed.taught(nb_id, _answer_cell(check, release), True)
-    return [f.why for f in allowed.outside(tree, context)]
+    return [f.why for f in reading.outside(tree, context)]
 
 
 def _before() -> types.ModuleType | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from IPython.core.inputtransformer2 import TransformerManager
 
 from autograder import nbcell
-from autograder.grader import allowed
+from autograder.grader import allowed, reading
 
 LIBRARIES = {"torch", "F", "nn", "np", "numpy", "math", "builtins", "autograder", "IPython"}
 CALLS = {
@@ -174,7 +174,7 @@ def outside_the_list(source: str, context: allowed.Context | None = None) -> lis
     """What in one cell's source is outside the allow-list (:mod:`allowed`), in one line each;
     judged alone (any name may be bound elsewhere) unless a notebook's ``context`` is given."""
     tree = parse(source)
-    found = allowed.outside(tree, context or allowed.Context()) if tree is not None else []
+    found = reading.outside(tree, context or allowed.Context()) if tree is not None else []
     return [f.why for f in found]
 
 
@@ -288,7 +288,7 @@ def bindings(tree: ast.Module) -> tuple[set[str], set[str]]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound.add(node.name)
         elif isinstance(node, ast.Import | ast.ImportFrom):
-            if allowed.outside(ast.Module(body=[node], type_ignores=[]), allowed.Context()):
+            if reading.outside(ast.Module(body=[node], type_ignores=[]), allowed.Context()):
                 bound |= {a.asname or a.name.split(".")[0] for a in node.names}
         else:
             bound |= {
@@ -344,8 +344,8 @@ def _context(release, notebook: str, learner: list[ast.Module]) -> allowed.Conte
         tree = parse(cell.source) if cell.cell_type == "code" else None
         if tree is None or nbcell.is_answer(cell):
             continue
-        names |= bindings(tree)[0] | set(allowed.imports(tree))
-        modules |= allowed.imports(tree)
+        names |= bindings(tree)[0] | set(reading.imports(tree))
+        modules |= reading.imports(tree)
         given |= {
             f"{n.module}.{a.name}" if isinstance(n, ast.ImportFrom) else a.name
             for n in ast.walk(tree)
@@ -353,8 +353,8 @@ def _context(release, notebook: str, learner: list[ast.Module]) -> allowed.Conte
             for a in n.names
         }
     for tree in learner:
-        names |= bindings(tree)[0] | set(allowed.imports(tree))
-        modules |= allowed.imports(tree)
+        names |= bindings(tree)[0] | set(reading.imports(tree))
+        modules |= reading.imports(tree)
     helpers = {path for path in given if path.startswith("autograder.")}
     return allowed.Context(names, modules, helpers, given)
 
@@ -432,16 +432,16 @@ def withheld_tests(submitted, reference, release, notebook: str = "") -> dict[st
         context.arithmetic = allowed.arithmetic(
             notebook, nbcell.grade_id(cell), nbcell.is_answer(cell)
         )
-        found = allowed.outside(tree, context)
+        found = reading.outside(tree, context)
         bound, read = cells[i]
         if not any(f.why.startswith("uses numpy on tensors") for f in found):
             others = given.union(*(b for j, (b, _) in enumerate(cells) if j != i))
             readers = [r for j, (_, r) in enumerate(cells) if j != i and r & (bound - {"*"})]
-            meets = read - set(allowed.imports(tree)) - allowed.BUILTINS
-            uses = allowed.numpy_uses(tree, context)
+            meets = read - set(reading.imports(tree)) - allowed.BUILTINS
+            uses = reading.numpy_uses(tree, context)
             if uses and (readers or meets & others):
                 what = "other learner code reads its names" if readers else "it reads other cells"
-                found.append(allowed.numpy_on_tensors(what, uses))
+                found.append(reading.numpy_on_tensors(what, uses))
         if found:
             whys = ([BINDS_COMPUTED] if EVERY_NAME in bound else []) + [f.why for f in found]
             anything = EVERY_NAME in bound or any(f.anything for f in found)
