@@ -18,9 +18,9 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from autograder import nbcell, paths
-from autograder.classroom.grade import Job, discover, shard_of
 from autograder.classroom.identical import flag_identical
 from autograder.classroom.pool import Pool, next_job
+from autograder.classroom.submissions import Job, discover, shard_of
 from autograder.grader.execute import GradingExecute
 from autograder.grader.feedback import ClassroomFeedback
 from autograder.grader.files import folder_digest, read_json, write_atomic

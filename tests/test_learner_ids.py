@@ -12,8 +12,9 @@ import sys
 import nbformat
 import pytest
 
-from autograder.classroom.grade import _lost_result, discover
+from autograder.classroom.grade import _lost_result
 from autograder.classroom.learner_ids import printable, refusal
+from autograder.classroom.submissions import discover
 from autograder.grader.feedback import safe_markdown, sanitize
 from autograder.grader.gradebook import export_csv, open_gradebook
 
