@@ -19,7 +19,9 @@ Two things are added on the way, so the notebooks behave in JupyterLab as a lear
   a notebook does not mark it "unsaved". Only the Python version is left out, as it depends on
   the learner's machine: ``make lab`` fills it in when it copies a notebook into ``work/``.
 
-Pages that are not notebooks (``START_HERE.md``) are copied from ``solutions/`` to ``course/``.
+Pages that are not notebooks (``START_HERE.md``) are copied from ``solutions/`` to ``course/``,
+and the maps in ``START_HERE.md`` and the README get the catalogue's times and prerequisites
+(:mod:`autograder.maps`).
 """
 
 import filecmp
@@ -31,7 +33,7 @@ from pathlib import Path
 
 import jupytext
 
-from autograder import nbcell, paths
+from autograder import maps, nbcell, paths
 from autograder.grader.nbgrader_run import NbgraderRun
 
 RUN_ALL_GOES_ON = "raises-exception"  # the cell tag JupyterLab's Run All does not stop at
@@ -97,6 +99,14 @@ def build(check: bool = False, notebook_ids: list[str] | None = None) -> list[Pa
     """Regenerate (or, with ``check``, only compare) every notebook; return the stale files."""
     ids = notebook_ids or paths.notebook_ids()
     stale = []
+    maps_of = {paths.REPO_ROOT / "README.md": maps.readme}
+    maps_of |= {paths.SOLUTIONS_DIR / "START_HERE.md": maps.start_here}
+    for path, fill in maps_of.items() if notebook_ids is None else []:
+        text = path.read_text(encoding="utf-8")
+        if fill(text) != text:
+            stale.append(path)
+            if not check:
+                path.write_text(fill(text), encoding="utf-8")
     for page in PAGES if notebook_ids is None else []:
         source, target = paths.SOLUTIONS_DIR / page, paths.COURSE_DIR / page
         if not target.is_file() or not filecmp.cmp(source, target, shallow=False):
