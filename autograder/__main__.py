@@ -1,3 +1,5 @@
+"""``python -m autograder``: the command line (:mod:`autograder.cli`)."""
+
 import sys
 
 from autograder.cli import main

@@ -20,7 +20,8 @@ Two things are added on the way, so the notebooks behave in JupyterLab as a lear
   the learner's machine: ``make lab`` fills it in when it copies a notebook into ``work/``.
 
 Pages that are not notebooks (``START_HERE.md``) are copied from ``solutions/`` to ``course/``,
-and the maps in ``START_HERE.md`` and the README get the catalogue's times and prerequisites
+the maps in ``START_HERE.md`` and the README get the catalogue's times and prerequisites, and
+``autograder/MODULES.md`` lists every module with its docstring's first sentence
 (:mod:`autograder.maps`).
 """
 
@@ -101,8 +102,9 @@ def build(check: bool = False, notebook_ids: list[str] | None = None) -> list[Pa
     stale = []
     maps_of = {paths.REPO_ROOT / "README.md": maps.readme}
     maps_of |= {paths.SOLUTIONS_DIR / "START_HERE.md": maps.start_here}
+    maps_of |= {paths.REPO_ROOT / "autograder" / "MODULES.md": lambda _: maps.module_index()}
     for path, fill in maps_of.items() if notebook_ids is None else []:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8") if path.is_file() else ""
         if fill(text) != text:
             stale.append(path)
             if not check:

@@ -7,10 +7,14 @@ of their own, edited by hand; its time and prerequisites are the catalogue's
 notebooks with written answers. ``build`` rewrites those columns and that list
 (:func:`readme`, :func:`start_here`); ``build --check`` names a map that is out of step. A row
 for a notebook the map lacks is added with its title as the description, to be reworded.
+
+The code's map, ``autograder/MODULES.md``, is written the same way from each module's docstring
+(:func:`module_index`).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 
 from autograder import catalogue, paths
@@ -59,3 +63,36 @@ def readme(text: str) -> str:
 def start_here(text: str) -> str:
     """``START_HERE.md`` with the catalogue's times."""
     return _rows(text, lambda e: (e.time,))
+
+
+def _summary(path) -> str:
+    """The first sentence of a module's docstring, on one line."""
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    paragraph = " ".join(doc.split("\n\n", 1)[0].split())
+    sentence = re.match(r"(.+?[.!?])(\s|$)", paragraph)
+    return (sentence[1] if sentence else paragraph).replace("|", "\\|")
+
+
+def module_index() -> str:
+    """``autograder/MODULES.md``: every module of the package, by package, with the first
+    sentence of its docstring (the table the README used to keep by hand, and let drift)."""
+    root = paths.REPO_ROOT / "autograder"
+    modules = sorted(
+        p
+        for p in root.rglob("*.py")
+        if "jupyter_config" not in p.parts and "__pycache__" not in p.parts
+    )
+    packages: dict[str, list] = {}
+    for path in modules:
+        package = path.parent.relative_to(root.parent).as_posix()
+        packages.setdefault(package, []).append(path)
+    lines = [
+        "# Every module of `autograder/`, with the first sentence of its docstring",
+        "",
+        "Written by `python -m autograder build` from the modules themselves (`build --check`",
+        "fails when it is out of date): edit a module's docstring, not this page.",
+    ]
+    for package, paths_in in sorted(packages.items()):
+        lines += ["", f"## `{package}/`", "", "| module | what it does |", "|---|---|"]
+        lines += [f"| `{p.name}` | {_summary(p)} |" for p in paths_in]
+    return "\n".join(lines) + "\n"

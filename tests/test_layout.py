@@ -111,6 +111,7 @@ LAYERS = {
     "autograder.nbcell": 1,
     "autograder.notebook_files": 1,
     "autograder.catalogue": 1,
+    "autograder.maps": 1,
     "autograder.torch_helpers": 1,
     "autograder.checks": 1,
     "autograder.tools": 1,
