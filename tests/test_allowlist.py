@@ -15,7 +15,7 @@ import pytest
 from hostile.allowlist import ATTACKS
 from hostile.trust import build
 from nbformat.v4 import new_code_cell
-from test_classroom import _withholding_case
+from notebook_cells import withholding_case
 
 from autograder import paths
 from autograder.build import instructor_notebook_text
@@ -43,9 +43,9 @@ def test_correct_code_stays_with_the_grader():
 
 
 def _case(*learner_cells: str, answers: dict[str, str] | None = None):
-    """The withholding case of test_classroom with ``answers`` filled in and ``learner_cells``
+    """The withholding case of test_grader_scan with ``answers`` filled in and ``learner_cells``
     added after them: (withheld tests, the reasons' text)."""
-    release, reference = _withholding_case()
+    release, reference = withholding_case()
     submitted = nbformat.from_dict(json.loads(json.dumps(release)))
     for index, name in enumerate("fgh", start=1):
         submitted.cells[index].source = (answers or {}).get(name, f"def {name}(x):\n    return x")

@@ -5,8 +5,8 @@ import json
 
 import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_notebook
-from notebook_cells import NB, graded_cell
+from nbformat.v4 import new_code_cell
+from notebook_cells import NB, withholding_case
 
 from autograder import nbcell, paths
 from autograder.grader.scan import (
@@ -113,30 +113,10 @@ def test_the_allow_list_leaves_ordinary_code_alone(source):
     assert outside_the_list(source) == []
 
 
-def _withholding_case():
-    """Answers f, g, h; g calls a helper; tests of each. Returns (release, reference)."""
-    cells = [
-        graded_cell("from x import check_f, check_g, check_h", "setup", locked=True),
-        graded_cell("def f(x):\n    raise NotImplementedError()", "f", solution=True),
-        graded_cell("def g(x):\n    raise NotImplementedError()", "g", solution=True),
-        graded_cell("def h(x):\n    raise NotImplementedError()", "h", solution=True),
-        new_code_cell("import inspect\nprint(inspect.stack())"),  # the release's own demo
-    ]
-    tests = [
-        graded_cell(f"check_{n}({n})", f"test_{n}", grade=True, locked=True, points=1)
-        for n in "fgh"
-    ]
-    reference = new_notebook(cells=cells + tests)
-    reference.cells[
-        -1
-    ].source += "\n### BEGIN HIDDEN TESTS\ncheck_h(h, seed=1)\n### END HIDDEN TESTS"
-    return new_notebook(cells=cells + tests), reference
-
-
 def test_tests_that_use_dynamic_code_are_withheld():
     """The test of f (getattr of __globals__) and of g (through a helper cell the learner added,
     which evaluates a string) are withheld; h's is not, nor the release's demo."""
-    release, reference = _withholding_case()
+    release, reference = withholding_case()
     submitted = nbformat.from_dict(json.loads(json.dumps(release)))
     submitted.cells[1].source = 'def f(x):\n    return getattr(x, "__globals__")'
     submitted.cells[2].source = "def g(x):\n    return helper(x)"
