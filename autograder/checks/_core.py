@@ -10,6 +10,7 @@ shown to learners, so it never prints hidden inputs, only their shapes.
 from __future__ import annotations
 
 import contextlib
+import numbers
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -180,6 +181,20 @@ def call(
     raise CheckFailure(
         f"`{name}` raised {error_type}{detail} on inputs {describe(args, kwargs)}{advice}."
     ) from flags["exception"]
+
+
+def call_integer(
+    fn: Callable[..., Any],
+    name: str,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+) -> int:
+    """:func:`call` learner code that counts (parameters, bytes): fail unless it returns an int."""
+    __tracebackhide__ = True
+    got = call(fn, name, args, kwargs)
+    if not isinstance(got, numbers.Integral) or isinstance(got, bool):
+        fail(f"`{name}` should return an int, got {type(got).__name__}: use // or int(...).")
+    return int(got)
 
 
 def expect_tensor(value: Any, name: str, what: str = "a tensor") -> torch.Tensor:
