@@ -473,6 +473,13 @@ CORRECT = (
     correct(SEQUENTIAL_CHECKS, CORRECT_SEQUENTIAL, runs=VISIBLE_AND_HIDDEN)
     + correct(PARALLEL_CHECKS, CORRECT_PARALLEL, runs=VISIBLE_AND_HIDDEN)
     + correct([flops.check_attention_flops], CORRECT_FLOPS, runs=VISIBLE_AND_HIDDEN)
+    # every sequential version beside the math one, the linear one beside every other parallel
+    + correct([_same_flops_seq], CORRECT_SEQUENTIAL, runs=(HIDDEN,))
+    + correct(
+        [_same_flops_par],
+        {name: fn for name, fn in CORRECT_PARALLEL.items() if name != "math"},
+        runs=(HIDDEN,),
+    )
 )
 STUBS = [(check, stub) for check in [*SEQUENTIAL_CHECKS, *PARALLEL_CHECKS]]
 STUBS += [(flops.check_attention_flops, stub)]
