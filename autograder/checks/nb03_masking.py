@@ -157,6 +157,8 @@ def check_causal_mask_values(causal_mask: Callable, *, seed: int = 0, thorough: 
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal to rounding: both sides are float64 SDPA on the same numbers (not TOLERANCE, which
+    would let one leaked key's tiny weight pass)."""
     return torch.allclose(a, b, atol=1e-9, rtol=1e-7, equal_nan=True)
 
 
@@ -423,7 +425,7 @@ def check_attention_mask_padding_invariance(
             for b, n in enumerate(lengths.tolist()):
                 alone_mask = masks.causal(n, n) if causal else None
                 alone = mha(x[b : b + 1, :n], mask=alone_mask)[0]  # (1, n, C)
-                if not torch.allclose(out[b, :n], alone[0], atol=1e-9):
+                if not torch.allclose(out[b, :n], alone[0], atol=1e-9):  # float64, see _same
                     fail(
                         f"A real token's output differs from running its sequence alone without "
                         f"padding (length {n} of {T}, causal={causal}): the mask blocks a real "

@@ -100,7 +100,7 @@ def check_to_nn_mha_masks(to_nn_mha_masks: Callable, *, seed: int = 0, thorough:
             allowed = masks.combined(masks.real(lengths, T), causal)  # (B, 1, T, T)
             expected = _reference_mha(mha, x, allowed)  # (B, T, C)
         real = masks.real(lengths, T)  # compare real queries only: padded rows are don't-care
-        if torch.allclose(out[real], expected[real], atol=1e-9):
+        if torch.allclose(out[real], expected[real], atol=1e-9):  # float64 both: rounding only
             continue
         for why, (ref_attn, ref_pad) in _nn_variants(lengths, T, causal).items():
             if _same_masks(attn_mask, ref_attn) and _same_masks(key_padding_mask, ref_pad):

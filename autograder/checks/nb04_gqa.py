@@ -100,7 +100,7 @@ def check_repeat_kv(repeat_kv: Callable, *, seed: int = 0, thorough: bool = Fals
             hint = "repeat along the head dimension (dim=1), not along positions or features"
         expect_shape(out, (B, nkv * n_rep, S, hs), f"The output of `{REPEAT}`", inputs, hint)
         expect_dtype(out, dtype, f"The output of `{REPEAT}`")
-        if close(out, x.repeat_interleave(n_rep, dim=1), 0, 0):
+        if close(out, x.repeat_interleave(n_rep, dim=1), 0, 0):  # a copy: exactly equal
             continue
         if close(out, x.repeat(1, n_rep, 1, 1), 0, 0):
             fail(f"In the output of your `{REPEAT}`, {TILED}.")

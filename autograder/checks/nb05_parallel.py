@@ -22,6 +22,7 @@ from autograder.tools.timing import OpCounter
 
 from . import _parallel, operators
 from ._core import (
+    LOOSE,
     close,
     expect_dtype,
     expect_shape,
@@ -136,7 +137,7 @@ def _variants(mha, x) -> dict[str, torch.Tensor]:
         )
     right = _parallel.oracle(mha, x)
     outputs = {why: _altered(mha, x, **change) for why, change in changes.items()}
-    return {why: out for why, out in outputs.items() if not close(out, right, 1e-4, 1e-3)}
+    return {why: out for why, out in outputs.items() if not close(out, right, *LOOSE)}
 
 
 def _value_cases(gen, thorough):

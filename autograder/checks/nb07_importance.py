@@ -22,6 +22,7 @@ from autograder.torch_helpers import one_thread
 
 from . import operators
 from ._core import (
+    LOOSE,
     CheckFailure,
     call,
     close,
@@ -218,9 +219,9 @@ def check_head_importance_values(fn: Callable, *, seed: int = 0, thorough: bool 
             good = _importance(model, batch)  # measured on the model as the check built it
         if has_nan_or_inf(out):
             fail(f"`{IMPORTANCE}` returned NaN or inf: compare two finite losses.")
-        if close(out, good, atol=1e-4, rtol=1e-3):
+        if close(out, good, *LOOSE):  # the oracle zeroes out_proj columns: another route
             continue
-        if model.num_heads == model.n_layers and close(out.T, good, atol=1e-4, rtol=1e-3):
+        if model.num_heads == model.n_layers and close(out.T, good, *LOOSE):
             fail(f"`{IMPORTANCE}` is transposed: row = layer, column = head.")
         with one_thread():
             variants = _importance_variants(model, batch)
@@ -310,7 +311,7 @@ def check_head_importance_leaves_model_unchanged(
                 torch.set_grad_enabled(True)
                 raise
             _check_unchanged(model, before, out)
-            if close(out.detach(), good, atol=1e-4, rtol=1e-3):
+            if close(out.detach(), good, *LOOSE):
                 continue
             if training:
                 fail(

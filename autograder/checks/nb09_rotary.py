@@ -26,6 +26,7 @@ from autograder.torch_helpers import one_thread
 
 from . import _rope, operators
 from ._core import (
+    LOOSE,
     call,
     close,
     describe,
@@ -156,7 +157,7 @@ def _full_pass_mistake(module, x, out) -> str:
         )[0],
     }
     for why, expected in named.items():
-        if close(out, expected, 1e-4, 1e-3):
+        if close(out, expected, *LOOSE):
             return why
     moved, _, _ = _forward(module, x, positions=torch.arange(x.shape[1]) + SHIFT)
     change = (moved - out).abs().max().item()
@@ -230,7 +231,7 @@ def _decoding_mistake(module, x, out, piece, chunks) -> str:
         "torch.ones(T, S).tril(S - T)": _oracle(module, x, chunks=chunks, top_left=True)[0],
     }
     for why, expected in named.items():
-        if close(out, expected[:, piece], 1e-4, 1e-3):
+        if close(out, expected[:, piece], *LOOSE):
             return f"Decoding in pieces {chunks}, at positions {start}–{stop - 1} {why}."
     return (
         f"Decoding in pieces {chunks} with the cache differs from one full pass at positions "
