@@ -6,7 +6,7 @@ import pytest
 import torch
 from mistakes import heads as impls
 
-from autograder.checks import nb07_heads as checks
+from autograder.checks import nb07_importance as importance
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -15,8 +15,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def test_checks_do_not_change_global_rng():
     state = torch.random.get_rng_state()
-    checks.check_head_importance_values(impls.importance_argument)
-    checks.check_head_importance_leaves_model_unchanged(impls.importance_argument)
+    importance.check_head_importance_values(impls.importance_argument)
+    importance.check_head_importance_leaves_model_unchanged(impls.importance_argument)
     assert torch.equal(state, torch.random.get_rng_state())
 
 

@@ -9,13 +9,19 @@ import math
 
 import torch
 
-from autograder.checks import nb08_alibi, nb08_rolling, nb08_rope_scaling, nb08_sinks, nb08_window
+from autograder.checks import (
+    _masks,
+    nb08_alibi,
+    nb08_rolling,
+    nb08_rope_scaling,
+    nb08_sinks,
+)
 
 
 def test_the_window_mask_oracle_on_a_hand_made_case():
     """W = 2: each query sees itself and the key before it; the last 2 of 4 positions query."""
     expected = torch.tensor([[False, True, True, False], [False, False, True, True]])
-    assert torch.equal(nb08_window.window_mask(2, 4, 2), expected)
+    assert torch.equal(_masks.window_mask(2, 4, 2), expected)
 
 
 def test_reading_the_ring_in_slot_order_is_invisible_one_token_at_a_time():

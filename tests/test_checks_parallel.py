@@ -4,28 +4,17 @@ import pytest
 from mistakes import parallel as impl
 
 from autograder.checks import CheckFailure
-from autograder.checks import nb05_parallel as checks
+from autograder.checks import nb05_quiz as quiz
 from autograder.tools.modules import TorchMultiHeadAttention
 from autograder.tools.timing import count_ops
 
 # Correct implementations and catalogued mistakes: tests/test_mistakes.py.
 
-PAIRS = [(s, "math") for s in impl.CORRECT_SEQUENTIAL] + [
-    ("linear_slices", p) for p in impl.CORRECT_PARALLEL if p != "math"
-]
-
-
-@pytest.mark.parametrize(("seq", "par"), PAIRS)
-def test_correct_pairs_do_the_same_flops(seq, par):
-    checks.check_same_flops(
-        impl.CORRECT_SEQUENTIAL[seq], impl.CORRECT_PARALLEL[par], seed=1, thorough=True
-    )
-
 
 def test_quiz_accepts_the_right_letter_in_any_spelling():
     for question, letter in impl.QUIZ_RIGHT.items():
         for spelling in (letter, letter.upper(), f"({letter})", f" {letter} "):
-            checks.check_quiz_answer(question, spelling)
+            quiz.check_quiz_answer(question, spelling)
 
 
 @pytest.mark.parametrize("question", impl.QUIZ_RIGHT)
@@ -34,18 +23,18 @@ def test_quiz_explains_every_wrong_letter(question):
         if letter == impl.QUIZ_RIGHT[question]:
             continue
         with pytest.raises(CheckFailure, match="is not the best choice: .+"):
-            checks.check_quiz_answer(question, letter)
+            quiz.check_quiz_answer(question, letter)
 
 
 @pytest.mark.parametrize("answer", [None, "", "e", "ab", 2])
 def test_quiz_rejects_a_malformed_answer(answer):
     with pytest.raises(CheckFailure, match="one letter"):
-        checks.check_quiz_answer("q1", answer)
+        quiz.check_quiz_answer("q1", answer)
 
 
 def test_predicted_counts():
-    checks.check_predicted_matmul_counts(81, 6)
-    checks.check_predicted_matmul_counts(81.0, 6)
+    quiz.check_predicted_matmul_counts(81, 6)
+    quiz.check_predicted_matmul_counts(81.0, 6)
     for seq, par, why in [
         (80, 6, "runs once, after the loop"),
         (96, 6, "not once per head"),
@@ -56,7 +45,7 @@ def test_predicted_counts():
         (17, 6, "count one per projection"),
     ]:
         with pytest.raises(CheckFailure, match=why):
-            checks.check_predicted_matmul_counts(seq, par)
+            quiz.check_predicted_matmul_counts(seq, par)
 
 
 @pytest.mark.parametrize("grad_mode", ["no_grad", "inference_mode", "enable_grad"])

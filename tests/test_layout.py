@@ -188,3 +188,23 @@ def test_no_import_cycle_between_modules():
         if module not in state:
             visit(module, [module])
     assert not cycles, "\n".join(cycles)
+
+
+CHECKS = ROOT / "checks"
+#: The one check module that still imports another notebook module's names: notebook 09's
+#: interview quiz gathers the question banks of §§ 09 "beyond" and "loop" (issue 43 moves them).
+GATHERS_BANKS = {"nb09_interview": {"nb09_beyond", "nb09_loop"}}
+
+
+def test_no_check_module_imports_another_notebooks_module():
+    """Shared oracles and harnesses live in ``checks/_*.py``: a notebook's check module never
+    imports another ``nbNN_*`` module's names, private or public, so moving or splitting one
+    notebook's checks cannot break another's."""
+    found = []
+    for path in sorted(CHECKS.glob("nb[0-9][0-9]_*.py")):
+        for module, what in _imported(path):
+            name = module.removeprefix("autograder.checks.")
+            if name.startswith("nb") and name != path.stem:
+                if name not in GATHERS_BANKS.get(path.stem, set()):
+                    found.append(f"{path.relative_to(REPO)} imports {what}")
+    assert not found, "\n".join(found)

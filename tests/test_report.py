@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from autograder import paths
-from autograder.checks.nb05_parallel import check_quiz_answer
+from autograder.checks.nb05_quiz import check_quiz_answer
 from autograder.checks.nb09_interview import check_number
 from autograder.grader.messages import explain_error, is_unfinished
 from autograder.grader.results import CellResult, NotebookResult

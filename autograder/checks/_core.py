@@ -10,6 +10,7 @@ shown to learners, so it never prints hidden inputs, only their shapes.
 from __future__ import annotations
 
 import contextlib
+import numbers
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -18,8 +19,22 @@ import torch
 from autograder.kernel.recorder import invoke
 from autograder.torch_helpers import operator_packet
 
-ATOL = 1e-5
-RTOL = 1e-4
+#: ``(atol, rtol)`` of a result against the float64 oracle, by the dtype it was computed in.
+#: float64 gets float32's: a learner may compute in float32 (the default dtype) and cast back.
+#: Half precision keeps 11 (float16) or 8 (bfloat16) significant bits: its entries are what a
+#: correct computation that accumulates in float32 reaches. A check that needs another margin
+#: says why where it passes its own.
+TOLERANCE = {
+    torch.float64: (1e-5, 1e-4),
+    torch.float32: (1e-5, 1e-4),
+    torch.float16: (2e-3, 1e-2),
+    torch.bfloat16: (2e-2, 1e-2),
+}
+ATOL, RTOL = TOLERANCE[torch.float32]
+#: Recognising a result rebuilt by another route than the learner's code took: a known-wrong
+#: variant (:func:`first_match`), or an oracle that computes the answer another way. Looser
+#: than :data:`TOLERANCE`, and still far tighter than any two variants differ.
+LOOSE = (1e-4, 1e-3)
 
 # Substrings of PyTorch error messages -> what the learner should look at.
 _ERROR_HINTS = {
@@ -182,6 +197,20 @@ def call(
     ) from flags["exception"]
 
 
+def call_integer(
+    fn: Callable[..., Any],
+    name: str,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+) -> int:
+    """:func:`call` learner code that counts (parameters, bytes): fail unless it returns an int."""
+    __tracebackhide__ = True
+    got = call(fn, name, args, kwargs)
+    if not isinstance(got, numbers.Integral) or isinstance(got, bool):
+        fail(f"`{name}` should return an int, got {type(got).__name__}: use // or int(...).")
+    return int(got)
+
+
 def expect_tensor(value: Any, name: str, what: str = "a tensor") -> torch.Tensor:
     """Fail unless ``value`` is a tensor."""
     __tracebackhide__ = True
@@ -245,7 +274,7 @@ def close(actual: torch.Tensor, expected: torch.Tensor, atol=ATOL, rtol=RTOL) ->
 
 def first_match(actual: torch.Tensor, variants: Mapping[str, torch.Tensor]) -> str | None:
     """The diagnosis of the first known-wrong variant that ``actual`` equals, if any."""
-    return next((why for why, t in variants.items() if close(actual, t, 1e-4, 1e-3)), None)
+    return next((why for why, t in variants.items() if close(actual, t, *LOOSE)), None)
 
 
 def rows_sum_to_one(weights: torch.Tensor, dim: int = -1) -> bool:

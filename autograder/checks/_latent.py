@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._core import fail
-from .nb04_rope import rotate
+from ._rope import rotate
 
 LAYERS = ("wq", "wkv_a", "wkv_b", "wo")
 MLA_NAME = "MultiHeadLatentAttention"

@@ -24,7 +24,7 @@ from torch.nn.utils import skip_init
 from autograder.torch_helpers import record_torch_calls
 
 from . import _core, operators
-from . import nb02_multihead as mha
+from . import _multihead as mha
 from ._core import (
     RUN_AGAIN,
     CheckFailure,

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import torch
 
-from . import nb02_multihead as mha
+from . import _multihead as mha
 from . import operators
 from ._core import (
     CheckFailure,
@@ -191,16 +191,16 @@ def check_cross_attend(
     if thorough:
         cases += [(4, 6, 9, 16, 4), (2, 7, 3, 12, 6), (5, 2, 8, 10, 1)]
     first = cases[0]
-    module, weights = mha._build(mha_cls, first[3], first[4], gen)
-    mha._compare(
+    module, weights = mha.build(mha_cls, first[3], first[4], gen)
+    mha.compare(
         module,
         first[4],
         weights,
-        mha._cross_inputs(gen, first[3]),
+        mha.cross_inputs(gen, first[3]),
         context="Fix your MultiHeadAttention first (its test cells name the mistake): ",
     )
     for i, (B, T, S, C, nh) in enumerate(cases):
-        module, weights = mha._build(mha_cls, C, nh, gen)
+        module, weights = mha.build(mha_cls, C, nh, gen)
         dec, enc = randn(gen, B, T, C), randn(gen, B, S, C)  # (B, T, C), (B, S, C)
         lengths = torch.tensor([randint(gen, 1, max(1, S - 1)) for _ in range(B)])  # (B,)
         if i == 0:

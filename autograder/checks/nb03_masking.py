@@ -1,4 +1,4 @@
-"""Checks for notebook 03: causal_mask, padding_mask, attention_mask, to_nn_mha_masks.
+"""Checks for notebook 03: causal_mask, padding_mask, attention_mask.
 
 Shape legend: ``B`` batch, ``T`` query length, ``S`` key/value length, ``C`` = d_model, ``nh``
 heads, ``hs`` = C // nh.
@@ -16,22 +16,17 @@ masks (diagonal excluded, top-left, inverted, ...) are built next to the oracle 
 from __future__ import annotations
 
 import functools
-import warnings
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
-from torch import nn
-from torch.nn.utils.rnn import pad_sequence
 
 from autograder.kernel.codec import Opaque
 from autograder.tools.modules import TorchMultiHeadAttention
 
+from . import _masks as masks
 from ._core import (
-    CheckFailure,
     call,
     describe,
-    expect_tensor,
     expect_unmodified,
     fail,
     fmt_shape,
@@ -39,124 +34,27 @@ from ._core import (
     randint,
     randn,
 )
+from ._masks import attend
 
 #: Learner-importable names that would compute this notebook's graded answers. In the grading
 #: sandbox of any notebook whose test cells use these checks, they keep their names but raise.
 ANSWERS_IN_TOOLS: dict[str, str] = {
     "autograder.tools.nb03_masks.top_left_causal": (
-        "causal_mask, as top_left_causal(S, S)[S - T:]; the causal half of attention_mask"
+        "causal_mask, as top_leftcausal(S, S)[S - T:]; the causal half of attention_mask"
     ),
 }
 
 CAUSAL = "causal_mask"
 PADDING = "padding_mask"
 ATTENTION = "attention_mask"
-NN_MASKS = "to_nn_mha_masks"
-META = torch.device("meta")
-_DATA_DEPENDENT = ("meta tensor", "on meta tensors")  # errors of code that reads values on meta
-
-
-# ------------------------------------------------------------------------------ oracles
-
-
-def _sdpa_allowed(T: int, S: int, **mask_kwargs) -> torch.Tensor:
-    """``(T, S)``: where SDPA puts weight when all scores are equal (so every allowed key)."""
-    q = torch.zeros(T, 1, dtype=torch.float64)  # (T, 1)
-    k = torch.zeros(S, 1, dtype=torch.float64)  # (S, 1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        weights = F.scaled_dot_product_attention(q, k, torch.eye(S, dtype=q.dtype), **mask_kwargs)
-    return weights > 0  # (T, S)
-
-
-def _causal(T: int, S: int) -> torch.Tensor:
-    """PyTorch's bottom-right aligned causal mask ``(T, S)``: the queries are the last T."""
-    # imported here: torch.nn.attention.bias imports torch._dynamo, 0.8 s of the set-up cell
-    from torch.nn.attention.bias import causal_lower_right
-
-    return _sdpa_allowed(T, S, attn_mask=causal_lower_right(T, S))
-
-
-def _top_left(T: int, S: int) -> torch.Tensor:
-    """The ``(T, S)`` mask that ``is_causal=True`` applies: aligned top-left."""
-    return _sdpa_allowed(T, S, is_causal=True)
-
-
-def _tril(T: int, S: int, diagonal: int) -> torch.Tensor:
-    return torch.ones(T, S, dtype=torch.bool).tril(diagonal)  # (T, S)
-
-
-def _real(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
-    """``(B, max_len)``, True for real tokens, built by ``pad_sequence``; lengths are clipped."""
-    rows = [torch.ones(min(int(n), max_len), dtype=torch.bool) for n in lengths.clamp_min(0)]
-    width = torch.zeros(max_len, dtype=torch.bool)  # forces max_len columns
-    return pad_sequence([*rows, width], batch_first=True, padding_value=False)[:-1]  # (B, max_len)
-
-
-@functools.cache
-def _merger() -> nn.MultiheadAttention:
-    """A one-head ``nn.MultiheadAttention``, used only for its ``merge_masks``."""
-    with torch.random.fork_rng():
-        return nn.MultiheadAttention(1, 1, batch_first=True)
-
-
-def _combined(real: torch.Tensor, causal: bool) -> torch.Tensor:
-    """``(B, 1, T, T)`` allowed pairs, combined by ``nn.MultiheadAttention.merge_masks``."""
-    B, T = real.shape
-    blocked_future = ~_causal(T, T) if causal else torch.zeros(T, T, dtype=torch.bool)  # (T, T)
-    blocked, _ = _merger().merge_masks(blocked_future, ~real, torch.zeros(B, T, 1))  # (B, 1, T, T)
-    return ~blocked
 
 
 # ------------------------------------------------------------------------ shared helpers
 
 
-def _expect_mask(out, name: str, shape: tuple[int, ...], inputs: str, hints: dict) -> torch.Tensor:
-    """Fail unless ``out`` is a bool tensor of ``shape``; ``hints`` maps wrong shapes to advice."""
-    __tracebackhide__ = True
-    out = expect_tensor(out, name, "a bool tensor")
-    if tuple(out.shape) != shape:
-        hint = hints.get(tuple(out.shape), "")
-        fail(
-            f"`{name}({inputs})` returned shape {fmt_shape(out.shape)} but should return "
-            f"{fmt_shape(shape)}{': ' + hint if hint else ''}."
-        )
-    if out.dtype != torch.bool:
-        fail(
-            f"`{name}` returned a {str(out.dtype).removeprefix('torch.')} tensor but a mask "
-            "must be bool (True = may attend): SDPA adds a float mask to the scores instead of "
-            "selecting keys, so build it with a comparison or torch.ones(..., dtype=torch.bool)."
-        )
-    return out
-
-
-def _diagnose(out: torch.Tensor, expected: torch.Tensor, variants: Callable, generic: str) -> None:
-    """Pass when ``out`` equals ``expected``, else fail naming the known-wrong variant it equals.
-
-    ``variants()`` returns ``{diagnosis: wrong mask}``; it is only built when ``out`` is wrong.
-    """
-    __tracebackhide__ = True
-    out = out.cpu()
-    if torch.equal(out, expected):
-        return
-    wrong = {why: m for why, m in variants().items() if not torch.equal(m, expected)}
-    fail(next((why for why, m in wrong.items() if torch.equal(out, m)), generic))
-
-
-def _call_on_meta(fn: Callable, name: str, args, kwargs, hint: str) -> torch.Tensor | None:
-    """Call ``fn`` with meta-device inputs; None when its code reads values (cannot run on meta)."""
-    __tracebackhide__ = True
-    try:
-        return call(fn, name, args, kwargs, hint)
-    except CheckFailure as failure:
-        if any(s in str(failure.__cause__ or "") for s in _DATA_DEPENDENT):
-            return None
-        raise
-
-
 def _expect_device(out, name: str, where: str) -> None:
     __tracebackhide__ = True
-    if out is not None and isinstance(out, torch.Tensor) and out.device != META:
+    if out is not None and isinstance(out, torch.Tensor) and out.device != masks.META:
         fail(f"`{name}` returned a tensor on {out.device} for {where}: {_DEVICE_HINT[name]}.")
 
 
@@ -177,34 +75,34 @@ def _causal_variants(T: int, S: int) -> dict[str, torch.Tensor]:
             "is inverted: True must mean the query may attend (its past and itself), the "
             "opposite of nn.MultiheadAttention's attn_mask, so keep the lower triangle, not its "
             "complement.",
-            ~_causal(T, S),
+            ~masks.causal(T, S),
         ),
         (
             "excludes the diagonal: a query may always attend to its own position, so the "
             "diagonal must be True (tril with diagonal=S - T, or <= rather than <).",
-            _tril(T, S, S - T - 1),
+            masks.tril(T, S, S - T - 1),
         ),
         (
             "lets each query see one future key: the diagonal offset is one too large (query i "
             "may attend keys 0 … S - T + i).",
-            _tril(T, S, S - T + 1),
+            masks.tril(T, S, S - T + 1),
         ),
         (
             "keeps the upper triangle, so queries see the future instead of the past: use tril "
             "(keys at or before the query), not triu.",
-            ~_tril(T, S, S - T - 1),
+            ~masks.tril(T, S, S - T - 1),
         ),
         (
             "is aligned top-left like is_causal=True: when S > T the queries are the last T "
             "positions, so query i may attend keys 0 … S - T + i (tril with diagonal=S - T).",
-            _top_left(T, S),
+            masks.top_left(T, S),
         ),
         (
             "shifts the diagonal the wrong way: query i sits at position S - T + i, so the "
             "offset is S - T, not T - S.",
-            _tril(T, S, T - S),
+            masks.tril(T, S, T - S),
         ),
-        ("allows every key: keys after each query's position must be False.", _tril(T, S, S)),
+        ("allows every key: keys after each query's position must be False.", masks.tril(T, S, S)),
     ]
     return {f"{at} {why}": mask for why, mask in variants}
 
@@ -219,7 +117,7 @@ def _causal_shape_hints(T: int, S: int) -> dict[tuple[int, ...], str]:
     }
 
 
-def _call_causal(fn: Callable, T: int, S: int | None, **kwargs) -> torch.Tensor:
+def _callcausal(fn: Callable, T: int, S: int | None, **kwargs) -> torch.Tensor:
     __tracebackhide__ = True
     args = (T,) if S is None else (T, S)
     out = call(fn, CAUSAL, args, kwargs)
@@ -230,7 +128,7 @@ def _call_causal(fn: Callable, T: int, S: int | None, **kwargs) -> torch.Tensor:
             "build the (T, S) bool tensor yourself (True = may attend)."
         )
     S = T if S is None else S
-    return _expect_mask(out, CAUSAL, (T, S), describe(args), _causal_shape_hints(T, S))
+    return masks.expect_mask(out, CAUSAL, (T, S), describe(args), _causal_shape_hints(T, S))
 
 
 def check_causal_mask_values(causal_mask: Callable, *, seed: int = 0, thorough: bool = False):
@@ -242,27 +140,25 @@ def check_causal_mask_values(causal_mask: Callable, *, seed: int = 0, thorough: 
         T = randint(gen, 1, 16)
         cases.append((T, T + randint(gen, 0, 16)))
     for T, S in cases:
-        out = _call_causal(causal_mask, T, S)
-        if S is None and not torch.equal(out, _call_causal(causal_mask, T, T)):
+        out = _callcausal(causal_mask, T, S)
+        if S is None and not torch.equal(out, _callcausal(causal_mask, T, T)):
             fail(f"`{CAUSAL}({T})` should equal `{CAUSAL}({T}, {T})`: S defaults to T.")
         S = T if S is None else S
         generic = (
             f"`{CAUSAL}({T}, {S})` is not the causal mask: entry [i, j] must be True exactly "
             "when key j is at or before query i's position S - T + i."
         )
-        _diagnose(out, _causal(T, S), functools.partial(_causal_variants, T, S), generic)
-    for device in (META, "meta"):
-        out = _call_on_meta(causal_mask, CAUSAL, (3, 5), {"device": device}, _DEVICE_HINT[CAUSAL])
+        masks.diagnose(out, masks.causal(T, S), functools.partial(_causal_variants, T, S), generic)
+    for device in (masks.META, "meta"):
+        out = masks.call_on_meta(
+            causal_mask, CAUSAL, (3, 5), {"device": device}, _DEVICE_HINT[CAUSAL]
+        )
         _expect_device(out, CAUSAL, f"device={device!r}")
 
 
-def _sdpa(q, k, v, mask=None, is_causal=False) -> torch.Tensor:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
-
-
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal to rounding: both sides are float64 SDPA on the same numbers (not TOLERANCE, which
+    would let one leaked key's tiny weight pass)."""
     return torch.allclose(a, b, atol=1e-9, rtol=1e-7, equal_nan=True)
 
 
@@ -270,12 +166,12 @@ def _check_no_leak(mask: torch.Tensor, q, k, v, gen) -> None:
     """Changing tokens p.. never changes outputs before p; every output reads its whole past."""
     __tracebackhide__ = True
     T = q.shape[-2]
-    out = _sdpa(q, k, v, mask)  # (B, nh, T, hs)
+    out = attend(q, k, v, mask)  # (B, nh, T, hs)
     for p in range(1, T):
         changed = [t.clone() for t in (q, k, v)]
         for t in changed:
             t[..., p:, :] = randn(gen, *t[..., p:, :].shape)  # new tokens from position p on
-        if not _same(_sdpa(*changed, mask)[..., :p, :], out[..., :p, :]):
+        if not _same(attend(*changed, mask)[..., :p, :], out[..., :p, :]):
             fail(
                 f"Changing token {p} and later ones changed an earlier output (T={T}): your mask "
                 "lets a query see future keys, so make entries above the diagonal False."
@@ -284,7 +180,7 @@ def _check_no_leak(mask: torch.Tensor, q, k, v, gen) -> None:
         k2, v2 = k.clone(), v.clone()
         k2[..., p, :] = randn(gen, *k2[..., p, :].shape)  # only token p changes
         v2[..., p, :] = randn(gen, *v2[..., p, :].shape)
-        diff = (_sdpa(q, k2, v2, mask)[..., p:, :] - out[..., p:, :]).abs()  # (B, nh, T - p, hs)
+        diff = (attend(q, k2, v2, mask)[..., p:, :] - out[..., p:, :]).abs()  # (B, nh, T - p, hs)
         unchanged = diff.amax((0, 1, 3)) == 0  # (T - p,): rows that did not notice token p
         if unchanged.any():
             i = p + int(unchanged.nonzero()[0])
@@ -301,17 +197,17 @@ def check_causal_mask_no_leak(causal_mask: Callable, *, seed: int = 0, thorough:
     gen = make_generator(seed)
     sizes = [5, 1, 8] + ([randint(gen, 2, 24) for _ in range(3)] if thorough else [])
     for T in sizes:
-        mask = _call_causal(causal_mask, T, None)
+        mask = _callcausal(causal_mask, T, None)
         _check_no_leak(mask, *(randn(gen, 2, 2, T, 4) for _ in range(3)), gen)
     cached = [(2, 6), (1, 5), (4, 7)] + ([(randint(gen, 1, 8), 9), (3, 20)] if thorough else [])
     for T, S in cached:
-        mask = _call_causal(causal_mask, T, S)
+        mask = _callcausal(causal_mask, T, S)
         q, k, v = (randn(gen, 2, 3, S, 8) for _ in range(3))  # (B, nh, S, hs): the full sequence
-        full = _sdpa(q, k, v, is_causal=True)[..., -T:, :]  # (B, nh, T, hs): last T rows
-        new = _sdpa(q[..., -T:, :], k, v, mask)  # (B, nh, T, hs): T new queries, S cached keys
+        full = attend(q, k, v, is_causal=True)[..., -T:, :]  # (B, nh, T, hs): last T rows
+        new = attend(q[..., -T:, :], k, v, mask)  # (B, nh, T, hs): T new queries, S cached keys
         if _same(new, full):
             continue
-        if _same(new, _sdpa(q[..., -T:, :], k, v, is_causal=True)):
+        if _same(new, attend(q[..., -T:, :], k, v, is_causal=True)):
             fail(
                 f"Decoding the last {T} of {S} tokens with `{CAUSAL}({T}, {S})` gives what "
                 "is_causal=True gives, not the full pass: align the mask bottom-right (query i "
@@ -342,14 +238,16 @@ def _lengths_cases(gen, thorough: bool) -> list[tuple[torch.Tensor, int]]:
 
 
 def _padding_variants(lengths: torch.Tensor, max_len: int) -> dict[str, torch.Tensor]:
-    real = _real(lengths, max_len)  # (B, max_len)
+    real = masks.real(lengths, max_len)  # (B, max_len)
     return {
         f"`{PADDING}` is inverted: True must mark the real tokens (positions < length) and False "
         "the padding, unlike nn.MultiheadAttention's key_padding_mask.": ~real,
         f"`{PADDING}` marks one position too many per sequence: positions 0 … length - 1 are "
-        "real, so compare positions with `< lengths`, not `<=`.": _real(lengths + 1, max_len),
+        "real, so compare positions with `< lengths`, not `<=`.": masks.real(lengths + 1, max_len),
         f"`{PADDING}` marks one position too few per sequence: a sequence of length n has n real "
-        "tokens, so compare with `< lengths`, not `< lengths - 1`.": _real(lengths - 1, max_len),
+        "tokens, so compare with `< lengths`, not `< lengths - 1`.": masks.real(
+            lengths - 1, max_len
+        ),
         f"`{PADDING}` marks the last `length` positions: padding goes after the tokens here, so "
         "the real tokens are the first `length` positions.": real.flip(-1),
         f"`{PADDING}` ignores the lengths: positions at or after each length are padding "
@@ -368,7 +266,7 @@ def _call_padding(fn: Callable, lengths: torch.Tensor, max_len: int) -> torch.Te
         (B, int(lengths.max())): "pad every row to max_len columns, not to the longest length",
         (B, 1, 1, max_len): "return a plain (B, max_len) mask; attention_mask adds dimensions",
     }
-    return _expect_mask(out, PADDING, (B, max_len), describe((lengths, max_len)), hints)
+    return masks.expect_mask(out, PADDING, (B, max_len), describe((lengths, max_len)), hints)
 
 
 def check_padding_mask_values(padding_mask: Callable, *, seed: int = 0, thorough: bool = False):
@@ -382,9 +280,13 @@ def check_padding_mask_values(padding_mask: Callable, *, seed: int = 0, thorough
             "must be True exactly when t < lengths[b]."
         )
         variants = functools.partial(_padding_variants, lengths, max_len)
-        _diagnose(out, _real(lengths, max_len), variants, generic)
-    out = _call_on_meta(
-        padding_mask, PADDING, (torch.tensor([2, 3], device=META), 4), None, _DEVICE_HINT[PADDING]
+        masks.diagnose(out, masks.real(lengths, max_len), variants, generic)
+    out = masks.call_on_meta(
+        padding_mask,
+        PADDING,
+        (torch.tensor([2, 3], device=masks.META), 4),
+        None,
+        _DEVICE_HINT[PADDING],
     )
     _expect_device(out, PADDING, "lengths on the meta device")
 
@@ -393,9 +295,11 @@ def check_padding_mask_values(padding_mask: Callable, *, seed: int = 0, thorough
 
 
 def _attention_variants(lengths, max_len, causal) -> dict[str, torch.Tensor]:
-    real = _real(lengths, max_len)  # (B, T)
+    real = masks.real(lengths, max_len)  # (B, T)
     keys, queries = real[:, None, None, :], real[:, None, :, None]  # (B, 1, 1, T), (B, 1, T, 1)
-    future = _causal(max_len, max_len) if causal else torch.ones(max_len, max_len, dtype=torch.bool)
+    future = (
+        masks.causal(max_len, max_len) if causal else torch.ones(max_len, max_len, dtype=torch.bool)
+    )
     variants = {
         f"`{ATTENTION}` also blocks every key of the padded queries, which leaves them rows with "
         "no allowed key (NaN in many implementations): mask only the keys, padded rows are "
@@ -407,7 +311,7 @@ def _attention_variants(lengths, max_len, causal) -> dict[str, torch.Tensor]:
         ),
         f"`{ATTENTION}` has the padding part inverted: True must mark real keys.": ~keys & future,
         f"`{ATTENTION}` marks one padding position per sequence as real: use positions < length, "
-        "not <=.": _real(lengths + 1, max_len)[:, None, None, :] & future,
+        "not <=.": masks.real(lengths + 1, max_len)[:, None, None, :] & future,
     }
     if causal:
         variants |= {
@@ -416,7 +320,7 @@ def _attention_variants(lengths, max_len, causal) -> dict[str, torch.Tensor]:
             f"`{ATTENTION}` has the causal part inverted: keys in the past, not the future, may be "
             "attended.": keys & ~future,
             f"`{ATTENTION}` excludes the diagonal: a token may attend to itself.": keys
-            & _tril(max_len, max_len, -1),
+            & masks.tril(max_len, max_len, -1),
             f"`{ATTENTION}` ignores causal=True: also block keys in the future.": keys.expand(
                 -1, -1, max_len, -1
             ),
@@ -425,7 +329,7 @@ def _attention_variants(lengths, max_len, causal) -> dict[str, torch.Tensor]:
         variants[
             f"`{ATTENTION}` applies the causal mask although causal=False: then only padding is "
             "masked."
-        ] = keys & _causal(max_len, max_len)
+        ] = keys & masks.causal(max_len, max_len)
     return variants
 
 
@@ -445,7 +349,7 @@ def _call_attention(fn: Callable, lengths: torch.Tensor, max_len: int, causal: b
         (B, T): "that is only the padding mask; combine it with the causal mask into (B, 1, T, T)",
     }
     inputs = describe((lengths, max_len), {"causal": causal})
-    return _expect_mask(out, ATTENTION, (B, 1, T, T), inputs, hints)
+    return masks.expect_mask(out, ATTENTION, (B, 1, T, T), inputs, hints)
 
 
 def _attention_cases(gen, thorough: bool) -> list[tuple[torch.Tensor, int, bool]]:
@@ -469,11 +373,11 @@ def check_attention_mask_values(attention_mask: Callable, *, seed: int = 0, thor
             + (" and j <= i." if causal else ".")
         )
         variants = functools.partial(_attention_variants, lengths, max_len, causal)
-        _diagnose(out, _combined(_real(lengths, max_len), causal), variants, generic)
-    out = _call_on_meta(
+        masks.diagnose(out, masks.combined(masks.real(lengths, max_len), causal), variants, generic)
+    out = masks.call_on_meta(
         attention_mask,
         ATTENTION,
-        (torch.tensor([2, 3], device=META), 4),
+        (torch.tensor([2, 3], device=masks.META), 4),
         {"causal": True},
         _DEVICE_HINT[ATTENTION],
     )
@@ -499,7 +403,7 @@ def check_attention_mask_padding_invariance(
         cases += [(torch.randint(1, 11, (4,), generator=gen), 10, c) for c in (True, False)]
     for lengths, T, causal in cases:
         mask = _call_attention(attention_mask, lengths, T, causal)
-        real = _real(lengths, T)  # (B, T)
+        real = masks.real(lengths, T)  # (B, T)
         x = randn(gen, len(lengths), T, C)  # (B, T, C)
         with torch.no_grad():
             out = mha(x, mask=mask)[0]  # (B, T, C)
@@ -519,104 +423,11 @@ def check_attention_mask_padding_invariance(
                         "future keys, so combine the causal mask with AND."
                     )
             for b, n in enumerate(lengths.tolist()):
-                alone_mask = _causal(n, n) if causal else None
+                alone_mask = masks.causal(n, n) if causal else None
                 alone = mha(x[b : b + 1, :n], mask=alone_mask)[0]  # (1, n, C)
-                if not torch.allclose(out[b, :n], alone[0], atol=1e-9):
+                if not torch.allclose(out[b, :n], alone[0], atol=1e-9):  # float64, see _same
                     fail(
                         f"A real token's output differs from running its sequence alone without "
                         f"padding (length {n} of {T}, causal={causal}): the mask blocks a real "
                         "key it may read (check the lengths and the diagonal)."
                     )
-
-
-# ---------------------------------------------------------------------- to_nn_mha_masks
-
-
-def _reference_mha(mha: nn.MultiheadAttention, x: torch.Tensor, allowed: torch.Tensor):
-    """The output of ``mha`` (batch_first) computed with SDPA and a True = may-attend mask."""
-    B, T, C = x.shape
-    q, k, v = F.linear(x, mha.in_proj_weight, mha.in_proj_bias).chunk(3, dim=-1)  # 3 × (B, T, C)
-    heads = [t.view(B, T, mha.num_heads, -1).transpose(1, 2) for t in (q, k, v)]  # (B, nh, T, hs)
-    out = _sdpa(*heads, allowed)  # (B, nh, T, hs)
-    return mha.out_proj(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
-
-
-def _nn_variants(lengths, max_len, causal) -> dict[str, tuple]:
-    real = _real(lengths, max_len)  # (B, T)
-    future = ~_causal(max_len, max_len)  # (T, T), True = blocked
-    variants = {
-        f"`{NN_MASKS}` returned the course's meaning (True = may attend) for both masks: "
-        "nn.MultiheadAttention blocks where they are True, so invert both.": (~future, real),
-        f"`{NN_MASKS}` returned a key_padding_mask with True for real tokens: "
-        "nn.MultiheadAttention wants True for padding.": (future, real),
-    }
-    if causal:
-        variants |= {
-            f"`{NN_MASKS}` returned an attn_mask with True for allowed pairs: "
-            "nn.MultiheadAttention wants True where the key is in the future.": (~future, ~real),
-            f"`{NN_MASKS}` returned no attn_mask although causal=True: block future keys with "
-            "a (T, T) mask that is True above the diagonal.": (None, ~real),
-            f"`{NN_MASKS}` blocks the diagonal as well: a query may attend to itself, so only "
-            "keys strictly after it are True (triu with diagonal=1).": (
-                ~_tril(max_len, max_len, -1),
-                ~real,
-            ),
-        }
-    return variants
-
-
-def _same_masks(mine, ref) -> bool:
-    if mine is None or ref is None:
-        return mine is None and ref is None
-    return isinstance(mine, torch.Tensor) and mine.shape == ref.shape and torch.equal(mine, ref)
-
-
-def check_to_nn_mha_masks(to_nn_mha_masks: Callable, *, seed: int = 0, thorough: bool = False):
-    """``nn.MultiheadAttention(batch_first=True)`` with your masks equals SDPA with the course's."""
-    __tracebackhide__ = True
-    gen = make_generator(seed)
-    C, nh = 8, 2
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        mha = nn.MultiheadAttention(C, nh, batch_first=True).double().eval()
-    cases = [(torch.tensor([3, 5, 1]), 5, True), (torch.tensor([2, 4]), 4, False)]
-    if thorough:
-        cases += [(torch.randint(1, 9, (3,), generator=gen), 8, c) for c in (True, False)]
-    for lengths, T, causal in cases:
-        inputs = describe((lengths, T), {"causal": causal})
-        pair = call(to_nn_mha_masks, NN_MASKS, (lengths, T), {"causal": causal})
-        if not isinstance(pair, tuple | list) or len(pair) != 2:
-            what = type(pair).__name__
-            fail(f"`{NN_MASKS}` should return a pair `(attn_mask, key_padding_mask)`, got {what}.")
-        attn_mask, key_padding_mask = pair
-        B = len(lengths)
-        padding = expect_tensor(key_padding_mask, NN_MASKS, "a tensor as key_padding_mask")
-        if tuple(padding.shape) != (B, T):
-            fail(
-                f"`{NN_MASKS}` returned a key_padding_mask of shape {fmt_shape(padding.shape)} "
-                f"for inputs {inputs}, but nn.MultiheadAttention wants (B, T) = {fmt_shape((B, T))}"
-                " whatever batch_first says."
-            )
-        x = randn(gen, B, T, C)  # (B, T, C)
-        with torch.no_grad():
-            masks = {"attn_mask": attn_mask, "key_padding_mask": key_padding_mask}
-            hint = f"it expects attn_mask (T, T) and key_padding_mask (B, T) for inputs {inputs}"
-            out, _ = call(mha, "nn.MultiheadAttention", (x, x, x), masks, hint)  # (B, T, C)
-            allowed = _combined(_real(lengths, T), causal)  # (B, 1, T, T)
-            expected = _reference_mha(mha, x, allowed)  # (B, T, C)
-        real = _real(lengths, T)  # compare real queries only: padded rows are don't-care
-        if torch.allclose(out[real], expected[real], atol=1e-9):
-            continue
-        for why, (ref_attn, ref_pad) in _nn_variants(lengths, T, causal).items():
-            if _same_masks(attn_mask, ref_attn) and _same_masks(key_padding_mask, ref_pad):
-                fail(why)
-        if out.isnan().any():
-            fail(
-                f"nn.MultiheadAttention returned NaN with your masks for inputs {inputs}: a "
-                "query has no allowed key, so block only future keys and padding keys."
-            )
-        fail(
-            f"nn.MultiheadAttention with your masks differs from attention with the course's "
-            f"mask for inputs {inputs}: attn_mask must be True for future keys and "
-            "key_padding_mask True for padding."
-        )

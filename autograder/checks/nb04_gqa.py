@@ -1,35 +1,36 @@
-"""Checks for notebook 04: ``repeat_kv``, ``GroupedQueryAttention``, ``gqa_param_count``,
-``kv_cache_bytes`` and ``mha_to_gqa``.
+"""Checks for notebook 04: ``repeat_kv``, ``GroupedQueryAttention``'s cache and decoding,
+``gqa_param_count``, ``kv_cache_bytes`` and ``mha_to_gqa``.
 
 Shape legend: ``B`` batch, ``T`` new positions, ``P`` cached positions, ``S`` = P + T, ``C`` =
 d_model, ``nh`` query heads, ``nkv`` key/value heads, ``hs`` = C // nh, ``n_rep`` = nh // nkv.
 
 PyTorch is the oracle: ``torch.repeat_interleave``; ``F.scaled_dot_product_attention(...,
-enable_gqa=True)`` fed with the learner's own projection weights; ``nn.MultiheadAttention`` when
-nkv = nh; ``nn.Linear`` layers on the meta device for parameter counts; cache tensors on the meta
-device for byte counts. Known-wrong answers are the same oracle fed the wrong way (tiled heads, a
-top-left causal mask, strided groups...).
+enable_gqa=True)`` fed with the learner's own projection weights (:mod:`._gqa`); ``nn.Linear``
+layers on the meta device for parameter counts; cache tensors on the meta device for byte counts.
+Known-wrong answers are the same oracle fed the wrong way (tiled heads, a top-left causal mask,
+strided groups...). The module's structure and full pass are checked in
+:mod:`.nb04_gqa_attention`.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-import numbers
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from autograder.tools.modules import TorchMultiHeadAttention
 from autograder.tools.nb04_gqa import cache_nbytes, meta_cache
 from autograder.torch_helpers import one_thread, record_torch_calls
 
-from . import operators
+from . import _gqa, operators
 from ._core import (
     RUN_AGAIN,
     by_arithmetic,
     call,
+    call_integer,
     close,
     describe,
     expect_dtype,
@@ -38,12 +39,13 @@ from ._core import (
     expect_unmodified,
     fail,
     first_match,
-    fmt_shape,
     make_generator,
     randint,
     randn,
     wide_draws,
 )
+from ._decoding import chunkings, decode
+from ._gqa import FORWARD, GQA, PROJECTIONS, TILED
 
 #: The ATen operators learner code may run under these checks:
 #: GQA is often written on PyTorch's attention (enable_gqa=True).
@@ -53,7 +55,7 @@ OPERATORS = operators.DEFAULT | operators.SDPA
 #: sandbox of any notebook whose test cells use these checks, they keep their names but raise.
 ANSWERS_IN_TOOLS: dict[str, str] = {
     "autograder.tools.nb04_gqa.TorchGroupedQueryAttention": (
-        "GroupedQueryAttention: the structure, matches-torch, cache and decoding cells"
+        "GroupedQueryAttention: the cache and decoding cells"
     ),
     "autograder.tools.nb04_gqa.TinyDecoder": (
         "hands out TorchGroupedQueryAttention (its default attention class)"
@@ -62,28 +64,13 @@ ANSWERS_IN_TOOLS: dict[str, str] = {
 }
 
 REPEAT = "repeat_kv"
-GQA = "GroupedQueryAttention"
-FORWARD = f"{GQA}.forward"
 COUNT = "gqa_param_count"
 BYTES = "kv_cache_bytes"
 CONVERT = "mha_to_gqa"
-PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
-TILED = (
-    "query head h gets kv head h % num_kv_heads, the tiling of `.repeat(1, n_rep, 1, 1)` "
-    "([K0, K1, K0, K1]): use `torch.repeat_interleave(x, n_rep, dim=1)` ([K0, K0, K1, K1]) so "
-    "that it gets kv head h // n_rep"
-)
 _APPEND = (
     "append the new keys to the past along the positions, torch.cat([past_k, k], dim=2), and "
     "keep num_kv_heads heads in the cache (repeat_kv comes after)"
 )
-
-
-class _Cache(tuple):
-    """A ``(k, v)`` pair that describes itself by shape only in failure messages."""
-
-    def __repr__(self) -> str:
-        return f"({fmt_shape(self[0].shape)}, {fmt_shape(self[1].shape)}) cache"
 
 
 # ----------------------------------------------------------------------------- repeat_kv
@@ -113,7 +100,7 @@ def check_repeat_kv(repeat_kv: Callable, *, seed: int = 0, thorough: bool = Fals
             hint = "repeat along the head dimension (dim=1), not along positions or features"
         expect_shape(out, (B, nkv * n_rep, S, hs), f"The output of `{REPEAT}`", inputs, hint)
         expect_dtype(out, dtype, f"The output of `{REPEAT}`")
-        if close(out, x.repeat_interleave(n_rep, dim=1), 0, 0):
+        if close(out, x.repeat_interleave(n_rep, dim=1), 0, 0):  # a copy: exactly equal
             continue
         if close(out, x.repeat(1, n_rep, 1, 1), 0, 0):
             fail(f"In the output of your `{REPEAT}`, {TILED}.")
@@ -126,293 +113,17 @@ def check_repeat_kv(repeat_kv: Callable, *, seed: int = 0, thorough: bool = Fals
 # ---------------------------------------------------------------------------- the module
 
 
-def _construct(cls: Callable, C: int, nh: int, nkv: int, bias: bool | None, name: str = GQA):
-    """Build the learner's module (``bias=None``: use the default) and check its projections."""
-    __tracebackhide__ = True
-    kwargs = {} if bias is None else {"bias": bias}
-    module = call(cls, name, (C, nh, nkv), kwargs)
-    return _expect_structure(module, C, nh, nkv, bool(bias), name)
-
-
-def _expect_structure(
-    module, C: int, nh: int, nkv: int, bias: bool, name: str, no_bias: str = ""
-) -> nn.Module:
-    """Fail unless ``module`` has the attributes and projection sizes of the contract."""
-    __tracebackhide__ = True
-    if not isinstance(module, nn.Module):
-        fail(f"`{name}` should give an nn.Module (`class {GQA}(nn.Module)`).")
-    for attr, value in (("num_heads", nh), ("num_kv_heads", nkv)):
-        if getattr(module, attr, None) != value:
-            fail(f"`{name}` should store `self.{attr} = {attr}` (expected {value}).")
-    kv = nkv * (C // nh)
-    for proj, width in zip(PROJECTIONS, (C, kv, kv, C), strict=True):
-        layer = getattr(module, proj, None)
-        if not isinstance(layer, nn.Linear):
-            fail(f"`{name}` needs an attribute `{proj}` that is an nn.Linear.")
-        if (layer.in_features, layer.out_features) == (C, width):
-            if (layer.bias is not None) != bias:
-                fail(no_bias or f"`{proj}` ignores bias={bias}: pass bias=bias to every nn.Linear.")
-            continue
-        why = f"it should be nn.Linear({C}, {width})"
-        if proj in ("k_proj", "v_proj") and layer.out_features == C:
-            why = (
-                f"keys and values only need num_kv_heads * hs = {nkv} * {C // nh} = {kv} "
-                f"features, one hs-wide slice per kv head: that is where GQA saves parameters "
-                "and cache memory"
-            )
-        fail(
-            f"`{proj}` is nn.Linear({layer.in_features}, {layer.out_features}) for "
-            f"d_model={C}, num_heads={nh}, num_kv_heads={nkv}: {why}."
-        )
-    return module
-
-
-def _build(cls, C, nh, nkv, bias, gen, dtype=torch.float32, name: str = GQA) -> nn.Module:
-    """The learner's module with seeded weights, in ``dtype``, in eval mode."""
-    __tracebackhide__ = True
-    module = _construct(cls, C, nh, nkv, bias, name)
-    module.to(dtype).eval()
-    with torch.no_grad():
-        for proj in PROJECTIONS:
-            layer = getattr(module, proj)
-            layer.weight.copy_(randn(gen, *layer.weight.shape) / math.sqrt(C))
-            if layer.bias is not None:
-                layer.bias.copy_(randn(gen, *layer.bias.shape) / 2)
-    return module
-
-
-def _heads(module, x):
-    """The oracle's q ``(B, nh, T, hs)``, k and v ``(B, nkv, T, hs)`` from the module's weights."""
-    B, T, C = x.shape
-    hs = C // module.num_heads
-    q, k, v = (
-        F.linear(x, getattr(module, p).weight, getattr(module, p).bias) for p in PROJECTIONS[:3]
-    )
-    return (
-        q.view(B, T, module.num_heads, hs).transpose(1, 2),  # (B, nh, T, hs)
-        k.view(B, T, module.num_kv_heads, hs).transpose(1, 2),  # (B, nkv, T, hs)
-        v.view(B, T, module.num_kv_heads, hs).transpose(1, 2),  # (B, nkv, T, hs)
-    )
-
-
-def _oracle(module, x, start=0, mask="bottom-right", tiled=False, scale=None, past=True):
-    """PyTorch's output for the positions ``start:`` of ``x (B, S, C)``, keys ``0:S`` cached.
-
-    ``mask``: ``"bottom-right"`` (correct when causal), ``"top-left"``, or ``"none"``;
-    ``past=False`` drops the cached keys; ``tiled`` repeats kv heads with ``.repeat``.
-    """
-    q, k, v = _heads(module, x)
-    q = q[:, :, start:]  # (B, nh, T, hs)
-    if not past:
-        k, v = k[:, :, start:], v[:, :, start:]  # (B, nkv, T, hs)
-    T, S = q.shape[2], k.shape[2]
-    allowed = None
-    if mask != "none":
-        offset = S - T if mask == "bottom-right" else 0
-        allowed = torch.ones(T, S, dtype=torch.bool).tril(offset)  # (T, S)
-    if tiled:
-        n_rep = module.num_heads // module.num_kv_heads
-        k, v = k.repeat(1, n_rep, 1, 1), v.repeat(1, n_rep, 1, 1)  # (B, nh, S, hs)
-    out = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=allowed, scale=scale, enable_gqa=not tiled
-    )  # (B, nh, T, hs)
-    B, nh, T, hs = out.shape
-    return module.out_proj(out.transpose(1, 2).reshape(B, T, nh * hs))  # (B, T, C)
-
-
-def _forward(module, x, past=None, causal=None, hint="", name: str = FORWARD, positions=None):
-    """Run the learner's forward (``name`` in messages); check the shapes of ``(out, (k, v))``.
-
-    ``positions`` (notebook 04 §8's rotary module) is passed only when given.
-    """
-    __tracebackhide__ = True
-    kwargs = {}
-    if past is not None:
-        kwargs["past_kv"] = _Cache(past)
-    if causal is not None:
-        kwargs["causal"] = causal
-    if positions is not None:
-        kwargs["positions"] = positions
-    with torch.no_grad():
-        result = call(module, name, (x,), kwargs, hint)
-    if not isinstance(result, tuple | list) or len(result) != 2:
-        fail(f"`{name}` should return `(out, (k, v))`, got {type(result).__name__}.")
-    out = expect_tensor(result[0], name, "a tensor `out` as the first item")
-    cache = result[1]
-    if not isinstance(cache, tuple | list) or len(cache) != 2:
-        fail(f"`{name}` should return the cache `(k, v)` as its second item.")
-    k = expect_tensor(cache[0], name, "the cached keys `k` in `(out, (k, v))`")
-    v = expect_tensor(cache[1], name, "the cached values `v` in `(out, (k, v))`")
-    B, T, C = x.shape
-    inputs = describe((x,), kwargs)
-    expect_shape(out, (B, T, C), "`out`", inputs)
-    expect_dtype(out, x.dtype, "`out`")
-    P = 0 if past is None else past[0].shape[2]
-    _expect_cache(module, k, "k", B, P, T, C, inputs)
-    _expect_cache(module, v, "v", B, P, T, C, inputs)
-    return out, k, v
-
-
-def _expect_cache(module, t, name, B, P, T, C, inputs) -> None:
-    """Fail with the probable mistake unless the cached ``t`` is ``(B, nkv, P + T, hs)``."""
-    __tracebackhide__ = True
-    nh, nkv = module.num_heads, module.num_kv_heads
-    hs = C // nh
-    expected = (B, nkv, P + T, hs)
-    shape = tuple(t.shape)
-    hint = ""
-    if nh != nkv and shape == (B, nh, P + T, hs):
-        hint = (
-            f"the cache holds all {nh} query heads: store k and v with their {nkv} kv heads, "
-            "before repeat_kv (saving that memory is the point of GQA)"
-        )
-    elif P and shape == (B, nkv, T, hs):
-        hint = (
-            "it holds only the new positions: append them to the past with "
-            "torch.cat([past_k, k], dim=2) so the next step still sees every earlier token"
-        )
-    elif P:
-        for dim in (0, 1, 3):
-            wrong = list(expected)
-            wrong[2], wrong[dim] = T, (P if dim else B) + wrong[dim]
-            if shape == tuple(wrong):
-                hint = f"the past was appended along dim {dim}: positions live in dim 2"
-    if not hint and shape in ((B, P + T, nkv, hs), (B, P + T, nkv * hs)):
-        hint = "return k and v split into kv heads, (B, num_kv_heads, S, hs)"
-    expect_shape(t, expected, f"The cached `{name}`", inputs, hint)
-
-
-def _output_mistake(module, x, out, causal: bool) -> str | None:
-    """The diagnosis of a known-wrong output of a full (cache-free) forward."""
-    hs = x.shape[-1] // module.num_heads
-    mask = "bottom-right" if causal else "none"
-    variants = {
-        f"Your output matches attention in which {TILED}.": _oracle(
-            module, x, mask=mask, tiled=True
-        ),
-        "Your scores are scaled by √d_model: scale by √hs (hs = d_model // num_heads).": _oracle(
-            module, x, mask=mask, scale=1 / math.sqrt(x.shape[-1])
-        ),
-        "Your scores are not scaled: divide them by √hs.": _oracle(module, x, mask=mask, scale=1.0),
-    }
-    if causal:
-        why = "With causal=True (the default) each position may only attend to itself and earlier"
-        variants[f"{why} ones, but yours attends to every position: apply a causal mask."] = (
-            _oracle(module, x, mask="none")
-        )
-    else:
-        why = "With causal=False every position may attend to every position, but yours applies"
-        variants[f"{why} a causal mask anyway: use the mask only when `causal` is True."] = _oracle(
-            module, x
-        )
-    if hs == 1:
-        variants = {why: t for why, t in variants.items() if "scaled" not in why}
-    return first_match(out, variants)
-
-
-@one_thread
-def check_gqa_structure(cls: Callable, *, seed: int = 0, thorough: bool = False) -> None:
-    """Attributes, narrow k/v projections, the bias flag, ValueError for indivisible sizes."""
-    __tracebackhide__ = True
-    gen = make_generator(seed)
-    configs = [(16, 4, 2, None), (16, 4, 4, True), (24, 6, 1, False), (12, 4, 2, True)]
-    for _ in range(4 if thorough else 0):
-        nkv, n_rep, hs = randint(gen, 1, 4), randint(gen, 1, 4), randint(gen, 1, 5)
-        configs.append((nkv * n_rep * hs, nkv * n_rep, nkv, randint(gen, 0, 1) == 1))
-    for C, nh, nkv, bias in configs:
-        module = _construct(cls, C, nh, nkv, bias)
-        expected = 2 * C * C + 2 * C * nkv * (C // nh) + bool(bias) * (2 * C + 2 * nkv * (C // nh))
-        got = sum(p.numel() for p in module.parameters())
-        if got != expected:
-            fail(
-                f"`{GQA}({C}, {nh}, {nkv}, bias={bool(bias)})` has {got:,} parameters instead "
-                f"of {expected:,}: keep only q_proj, k_proj, v_proj and out_proj."
-            )
-    for C, nh, nkv, what in (
-        (10, 3, 1, "d_model % num_heads"),
-        (16, 4, 3, "num_heads % num_kv_heads"),
-    ):
-        try:
-            call(cls, GQA, (C, nh, nkv))
-        except AssertionError as failure:
-            if "raised ValueError" in str(failure):
-                continue
-            raise
-        fail(
-            f"`{GQA}({C}, {nh}, {nkv})` should raise a ValueError, because {what} != 0: "
-            "check both divisions in __init__."
-        )
-
-
-def _module_configs(gen, thorough: bool) -> list[tuple[int, int, int, bool]]:
-    """``(C, nh, nkv, bias)``: GQA with 1 < nkv < nh first, then MQA and MHA, then random ones."""
-    configs = [(16, 4, 2, False), (24, 6, 3, True), (16, 4, 1, False), (12, 4, 4, True)]
-    for _ in range(3 if thorough else 0):
-        nkv, n_rep, hs = randint(gen, 1, 4), randint(gen, 1, 4), randint(gen, 2, 6)
-        configs.append((nkv * n_rep * hs, nkv * n_rep, nkv, randint(gen, 0, 1) == 1))
-    return configs
-
-
-def _matches_mha(module, x, causal: bool) -> bool:
-    """With nkv = nh the module should equal nn.MultiheadAttention holding the same weights."""
-    C = x.shape[-1]
-    bias = module.q_proj.bias is not None
-    twin = nn.MultiheadAttention(C, module.num_heads, bias=bias, batch_first=True, dtype=x.dtype)
-    with torch.no_grad():
-        twin.in_proj_weight.copy_(torch.cat([getattr(module, p).weight for p in PROJECTIONS[:3]]))
-        twin.out_proj.weight.copy_(module.out_proj.weight)
-        if bias:
-            twin.in_proj_bias.copy_(torch.cat([getattr(module, p).bias for p in PROJECTIONS[:3]]))
-            twin.out_proj.bias.copy_(module.out_proj.bias)
-        T = x.shape[1]
-        blocked = ~torch.ones(T, T, dtype=torch.bool).tril() if causal else None  # True = blocked
-        expected, _ = twin(x, x, x, attn_mask=blocked, need_weights=False)
-    out, _, _ = _forward(module, x, causal=causal)
-    return close(out, expected)
-
-
-@one_thread
-def check_gqa_matches_torch(cls: Callable, *, seed: int = 0, thorough: bool = False) -> None:
-    """Equals SDPA with enable_gqa=True, causal or not; nkv = nh equals nn.MultiheadAttention."""
-    __tracebackhide__ = True
-    gen = make_generator(seed)
-    dtypes = [torch.float32] + ([torch.float64] if thorough else [])
-    for dtype in dtypes:
-        for C, nh, nkv, bias in _module_configs(gen, thorough):
-            module = _build(cls, C, nh, nkv, bias, gen, dtype)
-            x = randn(gen, 2, randint(gen, 3, 7), C, dtype=dtype)  # (B, T, C)
-            for causal in (None, True, False):
-                out, _, _ = _forward(module, x, causal=causal)
-                if close(
-                    out, _oracle(module, x, mask="none" if causal is False else "bottom-right")
-                ):
-                    continue
-                setting = "causal=False" if causal is False else "causal=True"
-                fail(
-                    _output_mistake(module, x, out, causal is not False)
-                    or f"Your output differs from F.scaled_dot_product_attention(..., "
-                    f"enable_gqa=True) with your weights for d_model={C}, num_heads={nh}, "
-                    f"num_kv_heads={nkv}, {setting}: check the head split, repeat_kv, the mask, "
-                    "the merge and out_proj."
-                )
-            if nkv == nh and not all(_matches_mha(module, x, c) for c in (True, False)):
-                fail(
-                    f"With num_kv_heads = num_heads = {nh} your module should equal "
-                    "nn.MultiheadAttention holding the same weights: check the head layout."
-                )
-
-
 @one_thread
 def check_gqa_kv_cache(cls: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """The returned cache holds nkv heads, past positions first, then the new ones (dim 2)."""
     __tracebackhide__ = True
     gen = make_generator(seed)
-    for i, (C, nh, nkv, bias) in enumerate(_module_configs(gen, thorough)):
-        module = _build(cls, C, nh, nkv, bias, gen)
+    for i, (C, nh, nkv, bias) in enumerate(_gqa.configs(gen, thorough)):
+        module = _gqa.build(cls, C, nh, nkv, bias, gen)
         B, T, P = (2, 3, 3) if i == 0 else (2, randint(gen, 1, 4), randint(gen, 1, 5))
         x = randn(gen, B, T, C, dtype=torch.float32)  # (B, T, C)
-        _, k, v = _forward(module, x)
-        _, k_new, v_new = _heads(module, x)  # (B, nkv, T, hs)
+        _, k, v = _gqa.forward(module, x)
+        _, k_new, v_new = _gqa.heads(module, x)  # (B, nkv, T, hs)
         if close(k, v_new) and close(v, k_new) and not close(k, k_new):
             fail("Your cache returns (v, k): return the keys first, `(out, (k, v))`.")
         if not (close(k, k_new) and close(v, v_new)):
@@ -426,7 +137,7 @@ def check_gqa_kv_cache(cls: Callable, *, seed: int = 0, thorough: bool = False) 
             randn(gen, B, nkv, P, hs, dtype=torch.float32),  # (B, nkv, P, hs)
         )
         before = [t.clone() for t in past]
-        _, k, v = _forward(module, x, past, hint=_APPEND)
+        _, k, v = _gqa.forward(module, x, past, hint=_APPEND)
         expect_unmodified(before, list(past), FORWARD)
         if close(k, torch.cat([k_new, past[0]], 2)) and close(v, torch.cat([v_new, past[1]], 2)):
             fail(
@@ -450,32 +161,27 @@ def _decoding_mistake(module, x_seen, start, out) -> str:
     )
     variants = {}
     if 1 < module.num_kv_heads < module.num_heads:
-        variants[f"Your output matches attention in which {TILED}."] = _oracle(
+        variants[f"Your output matches attention in which {TILED}."] = _gqa.oracle(
             module, x_seen, start, tiled=True
         )
     if T > 1:
         variants[
             f"{where}, your new queries attend to all of them, later ones included: the new "
             "tokens still need a causal mask among themselves, aligned bottom-right."
-        ] = _oracle(module, x_seen, start, mask="none")
+        ] = _gqa.oracle(module, x_seen, start, mask="none")
     variants[
         f"{where}, your queries see only the first positions: the causal mask is aligned "
         "top-left (tril(T, S), or is_causal=True in F.scaled_dot_product_attention), but the "
         f"new queries are the last T of the S positions, so use torch.ones(T, S).tril(S - T)."
-    ] = _oracle(module, x_seen, start, mask="top-left")
+    ] = _gqa.oracle(module, x_seen, start, mask="top-left")
     variants[
         f"{where}, your queries attend only to the new keys: attend to the whole cache (past "
         "keys and values concatenated with the new ones)."
-    ] = _oracle(module, x_seen, start, past=False)
+    ] = _gqa.oracle(module, x_seen, start, past=False)
     return first_match(out, variants) or (
         f"{where} differs from one full causal pass: the new queries are the last T of "
         "the S cached positions and must see every earlier position and none later."
     )
-
-
-def _chunkings(S: int) -> list[list[int]]:
-    """Ways to feed ``S`` tokens: one at a time, a prompt then single tokens, uneven chunks."""
-    return [[1] * S, [3] + [1] * (S - 3), [2, 3, S - 5]]
 
 
 @one_thread
@@ -483,28 +189,19 @@ def check_gqa_decoding(cls: Callable, *, seed: int = 0, thorough: bool = False) 
     """Feeding the sequence in pieces with the cache equals one full causal forward pass."""
     __tracebackhide__ = True
     gen = make_generator(seed)
-    for C, nh, nkv, bias in _module_configs(gen, thorough):
-        module = _build(cls, C, nh, nkv, bias, gen)
+    for C, nh, nkv, bias in _gqa.configs(gen, thorough):
+        module = _gqa.build(cls, C, nh, nkv, bias, gen)
         S = 7 + (randint(gen, 0, 5) if thorough else 0)
         x = randn(gen, 2, S, C, dtype=torch.float32)  # (B, S, C)
-        for chunks in _chunkings(S):
-            past, start = None, 0
-            for size in chunks:
-                out, k, v = _forward(module, x[:, start : start + size], past, hint=_APPEND)
-                if not close(out, _oracle(module, x[:, : start + size], start)):
-                    fail(_decoding_mistake(module, x[:, : start + size], start, out))
-                past, start = (k, v), start + size
+        forward = functools.partial(_gqa.forward, module, hint=_APPEND)
+        for chunks in chunkings(S):
+            for piece, out, _ in decode(x, chunks, forward):
+                seen = x[:, : piece.stop]  # (B, S so far, C)
+                if not close(out, _gqa.oracle(module, seen, piece.start)):
+                    fail(_decoding_mistake(module, seen, piece.start, out))
 
 
 # ------------------------------------------------------------------------------ counting
-
-
-def _integer(fn: Callable, name: str, args, kwargs=None) -> int:
-    __tracebackhide__ = True
-    got = call(fn, name, args, kwargs)
-    if not isinstance(got, numbers.Integral) or isinstance(got, bool):
-        fail(f"`{name}` should return an int, got {type(got).__name__}: use // or int(...).")
-    return int(got)
 
 
 def _real_count(C: int, nh: int, nkv: int, bias: bool) -> int:
@@ -552,13 +249,13 @@ def check_gqa_param_count(fn: Callable, *, seed: int = 0, thorough: bool = False
         configs.append((nkv * n_rep * hs, nkv * n_rep, nkv))
     with record_torch_calls() as names:
         counts = {
-            (*c, b): _integer(fn, COUNT, c, {"bias": b}) for c in configs for b in (True, False)
+            (*c, b): call_integer(fn, COUNT, c, {"bias": b}) for c in configs for b in (True, False)
         }
     by_arithmetic(names, COUNT)
     for (C, nh, nkv, bias), got in counts.items():
         if got != _real_count(C, nh, nkv, bias):
             fail(_count_mistake(C, nh, nkv, bias, got))
-    if _integer(fn, COUNT, (16, 4, 2)) != counts[(16, 4, 2, False)]:
+    if call_integer(fn, COUNT, (16, 4, 2)) != counts[(16, 4, 2, False)]:
         fail(f"`{COUNT}(d_model, num_heads, num_kv_heads)` should not count biases: bias=False.")
     for C, nh, nkv in ((10, 3, 1), (16, 4, 3)):
         try:
@@ -625,7 +322,7 @@ def check_kv_cache_bytes(fn: Callable, *, seed: int = 0, thorough: bool = False)
         for i, args in enumerate(group):
             kwargs = dict(zip(("batch_size", "bytes_per_value"), args[4:], strict=True))
             with record_torch_calls() as seen:
-                got = _integer(fn, BYTES, args[:4], kwargs if i >= defaults else {})
+                got = call_integer(fn, BYTES, args[:4], kwargs if i >= defaults else {})
             by_arithmetic(seen, BYTES)
             caches = meta_cache(*args[:5], dtype=_DTYPES[args[5]])  # per layer (B, nkv, S, hd) × 2
             results[args] = (got, cache_nbytes(caches))
@@ -738,5 +435,5 @@ def check_mha_to_gqa(fn: Callable, *, seed: int = 0, thorough: bool = False) -> 
             if bias
             else f"`{CONVERT}` adds biases the MHA does not have: build the GQA with bias=False."
         )
-        _expect_structure(gqa, C, nh, nkv, bias, f"{CONVERT}(mha, {nkv})", no_bias)
+        _gqa.expect_structure(gqa, C, nh, nkv, bias, f"{CONVERT}(mha, {nkv})", no_bias)
         _check_converted(gqa, mha, nh, nkv)

@@ -1,53 +1,43 @@
-"""Checks for notebook 05: heads one at a time vs all at once, FLOPs, and the quiz.
+"""Checks for notebook 05: heads one at a time vs all at once, their values and their loops.
 
 Shape legend: ``B`` batch, ``T`` sequence length, ``C`` = d_model, ``nh`` heads,
 ``hs`` = C // nh (head size).
 
 Oracles are PyTorch's own: the output of ``TorchMultiHeadAttention`` (``F.multi_head_attention_
-forward``), FLOPs from ``torch.utils.flop_counter.FlopCounterMode``, and operation counts from a
-``TorchDispatchMode`` (:class:`autograder.tools.timing.OpCounter`). Nothing is graded by timing.
-Known-wrong outputs are the oracle run on altered weights (transposed, re-indexed, zeroed);
-known-wrong FLOP counts are sums of the oracle's own per-operation counts.
+forward``), and operation counts from a ``TorchDispatchMode``
+(:class:`autograder.tools.timing.OpCounter`). Nothing is graded by timing. Known-wrong outputs are
+the oracle run on altered weights (transposed, re-indexed, zeroed). The FLOPs checks are in
+:mod:`.nb05_flops`, the quiz in :mod:`.nb05_quiz`.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-import numbers
 from collections.abc import Callable
 
 import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.flop_counter import FlopCounterMode
 
-from autograder.tools.modules import TorchMultiHeadAttention
 from autograder.tools.timing import OpCounter
-from autograder.torch_helpers import record_torch_calls
 
-from . import operators
+from . import _parallel, operators
 from ._core import (
-    by_arithmetic,
-    call,
-    calls_packaged_mha,
+    LOOSE,
     close,
     expect_dtype,
     expect_shape,
-    expect_tensor,
-    expect_unmodified,
     fail,
     first_match,
     make_generator,
-    not_written,
     randint,
     randn,
-    wide_draws,
 )
+from ._parallel import PAR, SEQ
 
 #: The ATen operators learner code may run under these checks:
 #: a head may be computed with PyTorch's attention.
 OPERATORS = operators.DEFAULT | operators.SDPA
+
 
 #: Learner-importable names that would compute this notebook's graded answers. In the grading
 #: sandbox of any notebook whose test cells use these checks, they keep their names but raise.
@@ -65,95 +55,9 @@ ANSWERS_IN_TOOLS: dict[str, str] = {
         "holds loop_heads, batched_heads and fused_heads"
     ),
     "autograder.tools.nb05_parallel_heads._split": "part of mha_parallel: the head split",
-    "autograder.tools.nb06_gpu.attention_flops": (
-        "part of attention_flops: the 4·B·T²·C of the attention products"
-    ),
-    "autograder.tools.nb09_flashcards.DECK": (
-        "quiz q1 and q3 in words, and the 5·nh + 1 and 6 of the matmul predictions"
-    ),
-    "autograder.tools.nb09_flashcards.deck_markdown": "prints DECK",
-    "autograder.tools.nb09_flashcards.Schedule": "holds DECK (its default deck)",
-    "autograder.tools.nb09_flashcards.flashcard_widget": "holds DECK (its default deck)",
 }
 
-SEQ, PAR, FLOPS = "mha_sequential", "mha_parallel", "attention_flops"
 _GRAD_MODES = {"no_grad": torch.no_grad, "inference_mode": torch.inference_mode}
-
-
-class _WatchedMHA(TorchMultiHeadAttention):
-    """PyTorch's MHA that counts how often it is called whole (the learner must not)."""
-
-    calls = 0
-
-    def forward(self, *args, **kwargs):
-        self.calls += 1
-        return super().forward(*args, **kwargs)
-
-
-def _make_mha(gen, C, nh, bias=True, dtype=torch.float64) -> _WatchedMHA:
-    """An MHA with weights drawn from ``gen``; biases large enough to matter."""
-    mha = _WatchedMHA(C, nh, bias=bias).to(dtype)
-    with torch.no_grad():
-        for lin in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj):
-            lin.weight.copy_(randn(gen, C, C, dtype=dtype) / math.sqrt(C))
-            if bias:
-                lin.bias.copy_(0.5 * randn(gen, C, dtype=dtype))
-    return mha
-
-
-def _oracle(mha, x) -> torch.Tensor:
-    with torch.no_grad():
-        return TorchMultiHeadAttention.forward(mha, x)[0]  # (B, T, C), not counted as a call
-
-
-class _HeadBatches(TorchDispatchMode):
-    """The batch sizes of the batched products (bmm, baddbmm) and fused attention calls seen."""
-
-    def __init__(self):
-        super().__init__()
-        self.batches: set[int] = set()
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        return False
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = func._schema.name.removeprefix("aten::")
-        first = args[0] if args else None
-        if name in ("bmm", "baddbmm") and isinstance(
-            args[-1 if name == "bmm" else 1], torch.Tensor
-        ):
-            self.batches.add(int(args[-1 if name == "bmm" else 1].shape[0]))
-        elif "scaled_dot_product" in name and isinstance(first, torch.Tensor) and first.dim() == 4:
-            self.batches.add(int(first.shape[0] * first.shape[1]))
-        return func(*args, **(kwargs or {}))
-
-
-def _run(
-    fn: Callable, name: str, x: torch.Tensor, mha: _WatchedMHA, heads_rule: bool = True
-) -> torch.Tensor:
-    """Call the learner's ``fn(x, mha)``; fail if it hands the work to the module itself."""
-    __tracebackhide__ = True
-    mha.calls = 0
-    before = [t.clone() for t in mha.state_dict().values()]
-    with record_torch_calls() as names, _HeadBatches() as seen:
-        out = call(fn, name, (x, mha))
-    expect_unmodified(before, list(mha.state_dict().values()), name)  # its oracle reads mha
-    if mha.calls or calls_packaged_mha(names):
-        fail(
-            f"`{name}` calls `mha(x)` (or F.multi_head_attention_forward) itself: compute the "
-            "result from mha.q_proj, k_proj, v_proj and out_proj instead."
-        )
-    all_at_once = x.shape[0] * mha.num_heads in seen.batches and mha.num_heads > 1
-    if heads_rule and name == SEQ and all_at_once:
-        fail(
-            f"`{SEQ}` computes all heads in one batched product (batch B·nh), as mha(x) does: "
-            "loop over the heads (for h in range(mha.num_heads)) with one slice of the weights "
-            "per head."
-        )
-    if isinstance(out, tuple | list):
-        fail(f"`{name}` returned a {type(out).__name__}: return only the output tensor (B, T, C).")
-    return expect_tensor(out, name, "the output tensor (B, T, C)")
 
 
 # ----------------------------------------------------------------------- equal to mha(x)[0]
@@ -168,7 +72,7 @@ def _altered(mha, x, **changes) -> torch.Tensor:
             lin.weight.copy_(weight)
             if lin.bias is not None:
                 lin.bias.copy_(bias)
-    return _oracle(twin, x)
+    return _parallel.oracle(twin, x)
 
 
 def _wb(lin, rows=None, scale=1.0, bias=True):
@@ -231,9 +135,9 @@ def _variants(mha, x) -> dict[str, torch.Tensor]:
                 "bias once, after summing the heads.": {"out_proj": (o.weight, nh * o.bias)},
             }
         )
-    right = _oracle(mha, x)
+    right = _parallel.oracle(mha, x)
     outputs = {why: _altered(mha, x, **change) for why, change in changes.items()}
-    return {why: out for why, out in outputs.items() if not close(out, right, 1e-4, 1e-3)}
+    return {why: out for why, out in outputs.items() if not close(out, right, *LOOSE)}
 
 
 def _value_cases(gen, thorough):
@@ -255,12 +159,12 @@ def _check_values(fn: Callable, name: str, seed: int, thorough: bool, extra: str
     __tracebackhide__ = True
     gen = make_generator(seed)
     for B, T, C, nh, bias in _value_cases(gen, thorough):
-        mha = _make_mha(gen, C, nh, bias)
+        mha = _parallel.make_mha(gen, C, nh, bias)
         x = randn(gen, B, T, C)  # (B, T, C)
-        out = _run(fn, name, x, mha)
+        out = _parallel.run(fn, name, x, mha)
         inputs = f"x {tuple(x.shape)}, nh={nh}, bias={bias}"
         expect_shape(out, (B, T, C), f"The output of `{name}`", inputs)
-        if close(out, _oracle(mha, x)):
+        if close(out, _parallel.oracle(mha, x)):
             continue
         why = first_match(out, _variants(mha, x))
         fail(
@@ -268,8 +172,8 @@ def _check_values(fn: Callable, name: str, seed: int, thorough: bool, extra: str
             if why
             else f"`{name}` differs from mha(x)[0] for {inputs}: {extra}."
         )
-    mha = _make_mha(gen, 8, 2, dtype=torch.float32)
-    out = _run(fn, name, randn(gen, 2, 3, 8, dtype=torch.float32), mha)
+    mha = _parallel.make_mha(gen, 8, 2, dtype=torch.float32)
+    out = _parallel.run(fn, name, randn(gen, 2, 3, 8, dtype=torch.float32), mha)
     expect_dtype(out, torch.float32, f"The output of `{name}`")
 
 
@@ -310,12 +214,12 @@ def _big_op_counts(fn, name, gen, nhs, grad_mode) -> tuple[list[int], list[OpCou
     __tracebackhide__ = True
     counters = []
     for nh in nhs:
-        mha = _make_mha(gen, 16, nh)
+        mha = _parallel.make_mha(gen, 16, nh)
         x = randn(gen, 2, 5, 16)  # (B, T, C)
-        with _GRAD_MODES[grad_mode](), OpCounter() as counter, _HeadBatches() as seen:
-            out = _run(fn, name, x, mha, heads_rule=False)
+        with _GRAD_MODES[grad_mode](), OpCounter() as counter, _parallel.HeadBatches() as seen:
+            out = _parallel.run(fn, name, x, mha, heads_rule=False)
         counter.all_heads_at_once = 2 * nh in seen.batches
-        if not close(out, _oracle(mha, x)):  # a count means nothing for a wrong result
+        if not close(out, _parallel.oracle(mha, x)):  # a count means nothing for a wrong result
             fail(f"`{name}` is wrong for nh={nh}: make it equal mha(x)[0] first (the test above).")
         counters.append(counter)
     if all(c.big_ops == 0 for c in counters):  # no product at all: every op is evidence
@@ -376,232 +280,3 @@ def check_mha_parallel_batches(fn: Callable, *, seed: int = 0, thorough: bool = 
             "torch.split or chunk); keep the heads as dimension 1 of (B, nh, T, hs) and use one "
             "batched @ for all of them."
         )
-
-
-# ------------------------------------------------------------------------------ FLOPs
-
-
-def _measured_flops(B: int, T: int, C: int, nh: int) -> tuple[int, int, int]:
-    """(total, projections, attention products) of one MHA forward, by FlopCounterMode on meta."""
-    mha = TorchMultiHeadAttention(C, nh, bias=False).to("meta")
-    counter = FlopCounterMode(display=False)
-    with counter:
-        mha(torch.empty(B, T, C, device="meta"))
-    by_op = {str(op).rsplit(".", 1)[-1]: n for op, n in counter.get_flop_counts()["Global"].items()}
-    proj = by_op.get("mm", 0) + by_op.get("addmm", 0)
-    attn = by_op.get("bmm", 0) + by_op.get("baddbmm", 0)
-    return counter.get_total_flops(), proj, attn
-
-
-def _flop_variants(B, nh, proj, attn) -> dict[str, float]:
-    """Diagnosis -> the count a classic mistake gives, built from the oracle's parts."""
-    return {
-        "counts 1 FLOP per multiply-add: FlopCounterMode counts 2 (a multiply and an add), so "
-        "double every term.": (proj + attn) / 2,
-        "leaves out the attention products: q @ kᵀ and weights @ v cost 2·B·T²·C FLOPs each, "
-        "summed over the heads.": proj,
-        "leaves out the projections: q, k, v and out each cost 2·B·T·C·C FLOPs.": attn,
-        "misses the output projection: there are four C×C projections, q, k, v and out.": proj
-        * 3
-        / 4
-        + attn,
-        "counts only one of the two attention products: q @ kᵀ and weights @ v cost "
-        "2·B·T²·C FLOPs each.": proj + attn / 2,
-        "counts each head at the full width C: a head works on hs = C // nh features, so "
-        "the heads together cost what one head of width C costs.": proj + nh * attn,
-        "counts the attention of a single head: multiply a head's cost by nh (or use C "
-        "instead of hs).": proj + attn / nh,
-        "counts the projections of one head only: each projection is C×C in total.": proj / nh
-        + attn,
-        "leaves out the batch: every term is proportional to B.": (proj + attn) / B,
-    }
-
-
-def _flop_cases(gen, thorough):
-    """``(B, T, C, nh)``: one where every mistake gives its own count (first), the notebook's
-    size, GPT-2 small, nh = 1, nh = C, T = 1, then random ones."""
-    yield from [
-        (3, 7, 12, 4),
-        (2, 128, 512, 8),
-        (8, 1024, 768, 12),
-        (1, 1, 8, 1),
-        (1, 5, 6, 6),
-        (4, 64, 64, 64),
-    ]
-    for _ in range(8 if thorough else 2):
-        nh = randint(gen, 1, 16)
-        yield randint(gen, 1, 16), randint(gen, 1, 4096), nh * randint(gen, 1, 128), nh
-
-
-def check_attention_flops(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
-    """``attention_flops(B, T, C, nh)`` equals what FlopCounterMode measures for one forward."""
-    __tracebackhide__ = True
-    gen = make_generator(seed)
-    wide = wide_draws(seed, thorough, 3, (1, 64), (1, 65536), (1, 16), (1, 64))  # B, T, nh, hs
-    for B, T, C, nh in [*_flop_cases(gen, thorough), *((b, t, n * h, n) for b, t, n, h in wide)]:
-        args = (B, T, C, nh)
-        with record_torch_calls() as names:
-            got = call(fn, FLOPS, args)
-        total, proj, attn = _measured_flops(*args)
-        where = f"`attention_flops{args}`"
-        if isinstance(got, bool) or not isinstance(got, numbers.Real):
-            fail(f"{where} returned {type(got).__name__}: return a Python int.")
-        by_arithmetic(names, FLOPS)  # after the type: a tensor result is told to return an int
-        if got == total and not isinstance(got, numbers.Integral):
-            fail(
-                f"{where} returned a {type(got).__name__}: return an int (use *, + and //, "
-                "not /, or wrap the result in int())."
-            )
-        if got == total:
-            continue
-        why = next(
-            (
-                w
-                for w, v in _flop_variants(B, nh, proj, attn).items()
-                if v != total and math.isclose(got, v, rel_tol=1e-9)
-            ),
-            None,
-        )
-        fail(
-            f"{where} = {got:,} but FlopCounterMode measures {total:,}: "
-            + (
-                f"it {why}"
-                if why
-                else "add 2·B·T·C·C for each of the four projections and "
-                "2·B·T²·C for each of the two attention products."
-            )
-        )
-
-
-def _learner_flops(fn, name, mha, x) -> int:
-    __tracebackhide__ = True
-    counter = FlopCounterMode(display=False)
-    with torch.no_grad(), sdpa_kernel([SDPBackend.MATH]), counter:  # fused CPU kernels count 0
-        out = _run(fn, name, x, mha)
-    if not close(out, _oracle(mha, x)):  # a count means nothing for a wrong result
-        fail(f"`{name}` is wrong for nh={mha.num_heads}: make it equal mha(x)[0] first.")
-    return counter.get_total_flops()
-
-
-def check_same_flops(
-    sequential: Callable, parallel: Callable, *, seed: int = 0, thorough: bool = False
-) -> None:
-    """Both versions do exactly the matmul FLOPs of ``mha(x)`` itself (FlopCounterMode)."""
-    __tracebackhide__ = True
-    gen = make_generator(seed)
-    # hs >= 2: with hs = 1 einsum turns a product into a multiplication, which counts no FLOPs
-    cases = [(2, 6, 16, 4)] + ([(1, 9, 24, 6), (3, 4, 8, 4)] if thorough else [])
-    for B, T, C, nh in cases:
-        mha = _make_mha(gen, C, nh)
-        x = randn(gen, B, T, C)  # (B, T, C)
-        expected, proj, _ = _measured_flops(B, T, C, nh)
-        for fn, name in ((sequential, SEQ), (parallel, PAR)):
-            got = _learner_flops(fn, name, mha, x)
-            if got == expected:
-                continue
-            if got == expected + (nh - 1) * proj * 3 // 4:
-                fail(
-                    f"`{name}` computes the full q/k/v projections for every head and slices "
-                    f"afterwards ({got:,} FLOPs instead of {expected:,}): slice the weights "
-                    "first, so each head's product is only (B, T, C) @ (C, hs)."
-                )
-            fail(
-                f"`{name}` does {got:,} matmul FLOPs where mha(x) does {expected:,} (B={B}, "
-                f"T={T}, C={C}, nh={nh}): both versions do the same arithmetic, so look for "
-                "work repeated per head or products computed and not used."
-            )
-
-
-# ------------------------------------------------------------------------- quiz answers
-
-_SEQUENTIAL_16 = {
-    81: "",
-    80: "count the output projection too: it runs once, after the loop",
-    96: "the output projection runs once, not once per head",
-    97: "the output projection runs once, not once per head",
-    65: "each head needs two attention products, q @ kᵀ and weights @ v",
-    49: "each head also needs its two attention products, q @ kᵀ and weights @ v",
-    33: "each head also needs its own three projections, q, k and v",
-}
-_PARALLEL_6 = {
-    6: "",
-    4: "the batched version also has two attention products, q @ kᵀ and weights @ v",
-    5: "count q @ kᵀ and weights @ v as two products (one fused SDPA call would replace both)",
-    81: "the batched version has no loop: its count does not depend on nh",
-    96: "the batched version has no loop: its count does not depend on nh",
-}
-
-
-def _as_int(value, name) -> int:
-    __tracebackhide__ = True
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != int(value):
-        fail(f"Set `{name}` to a whole number (got {value!r}).")
-    return int(value)
-
-
-def check_predicted_matmul_counts(
-    sequential, parallel, *, seed: int = 0, thorough: bool = False
-) -> None:
-    """The predicted matmul counts at nh = 16: 5·nh + 1 for the loop, 6 for the batched form."""
-    __tracebackhide__ = True
-    for value, name, key, right in (
-        (sequential, "answer_matmuls_sequential", _SEQUENTIAL_16, 81),
-        (parallel, "answer_matmuls_parallel", _PARALLEL_6, 6),
-    ):
-        got = _as_int(value, name)
-        if got != right:
-            why = key.get(got, "count one per projection call and one per @, as in the diagram")
-            fail(f"`{name}` = {got} is not the count at nh = 16: {why}.")
-
-
-_QUIZ = {
-    "q1": (
-        "c",
-        {
-            "a": "nh full-size passes would cost nh times more, but the heads split C: each works "
-            "on hs = C / nh features",
-            "b": "no square root appears: the projections do not depend on nh and the attention "
-            "products sum to the same 4·B·T²·C",
-            "d": "splitting C into nh heads re-arranges the same products; it removes none of them",
-        },
-    ),
-    "q2": (
-        "b",
-        {
-            "a": "FlopCounterMode measured the same FLOPs for both versions",
-            "c": "the Python loop costs the same wherever the tensors live; what differs is how "
-            "much parallel hardware one small head-sized product leaves idle",
-            "d": "both versions read exactly the same weights, with no copy",
-        },
-    ),
-    "q3": (
-        "a",
-        {
-            "b": "softmax is not linear, and linearity is not what lets heads run side by side",
-            "c": "each head computes its own attention weights from its own slices",
-            "d": "the output projection mixes all heads, after the concatenation",
-        },
-    ),
-    "q4": (
-        "d",
-        {
-            "a": "one cold run per version measures a single moment of a shared machine",
-            "b": "synchronising matters on a GPU, but this was a CPU; the missing warm-up and "
-            "repeats are the problem",
-            "c": "averaging two cold runs keeps both problems: no warm-up and no repeats",
-        },
-    ),
-}
-
-
-def check_quiz_answer(question: str, answer, *, seed: int = 0, thorough: bool = False) -> None:
-    """``answer`` (one letter) is the right choice for quiz ``question`` (``"q1"``, ...)."""
-    __tracebackhide__ = True
-    right, wrong = _QUIZ[question]
-    name = f"answer_{question}"
-    letter = answer.strip(" ().").lower() if isinstance(answer, str) else None
-    if letter not in ("a", "b", "c", "d"):
-        unset = not_written if answer is None else fail
-        unset(f'Set `{name}` to one letter as a string, for example "a" (got {answer!r}).')
-    if letter != right:
-        fail(f"`{name}` = {letter!r} is not the best choice: {wrong[letter]}.")

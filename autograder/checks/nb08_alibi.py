@@ -93,6 +93,8 @@ def check_alibi_slopes(alibi_slopes: Callable, *, seed: int = 0, thorough: bool 
         out = expect_tensor(call(alibi_slopes, SLOPES, (n,)), SLOPES)
         expect_shape(out, (n,), f"The output of `{SLOPES}`", describe((n,)), "one slope per head")
         right = torch.tensor(slopes(n), dtype=torch.float64)
+        # tighter than TOLERANCE: a float32 slope is within 6e-8 of the paper's float, and the
+        # catalogue's wrong slopes are told apart at this margin
         if close(out.double(), right, atol=1e-7, rtol=1e-5):
             if out.dtype != torch.float32:
                 fail(
@@ -186,7 +188,7 @@ def check_alibi_bias(alibi_bias: Callable, *, seed: int = 0, thorough: bool = Fa
         q, k, v = (randn(gen, 2, nh, n, 8, dtype=torch.float32) for n in (T, S, S))
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype))
         expected = _attend(q, k, v, _bias(m, T, S))  # (B, nh, T, hs)
-        if close(out.double(), expected, atol=1e-5, rtol=1e-4):
+        if close(out.double(), expected):
             continue
         fail(
             first_match(out.double(), _bias_variants(m, T, S, q, k, v))

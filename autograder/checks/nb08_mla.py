@@ -16,6 +16,7 @@ that is what absorbing W_UK and W_UV buys.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
@@ -23,7 +24,7 @@ from torch import nn
 
 from autograder.torch_helpers import one_thread
 
-from . import _latent
+from . import _latent, operators
 from ._core import (
     RUN_AGAIN,
     NotWrittenYet,
@@ -39,13 +40,13 @@ from ._core import (
     randint,
     randn,
 )
+from ._decoding import chunkings, decode
+from ._rope import COMPLEX, restarted, rotate
 from .measure import measure
-from .nb04_rope import OPERATORS as ROPE_OPERATORS
-from .nb04_rope import _restarted, rotate
 
 #: What learner code may run: notebook 04's operators with rotary embeddings (PyTorch's
 #: attention, complex rotations); ``nn.RMSNorm`` runs as element-wise operators on the CPU.
-OPERATORS = ROPE_OPERATORS
+OPERATORS = operators.DEFAULT | operators.SDPA | COMPLEX
 
 #: Learner-importable names that would compute these answers: none.
 ANSWERS_IN_TOOLS: dict[str, str] = {}
@@ -157,9 +158,9 @@ def _expect_cache(module, x_seen, c, k_rope, k_positions=None) -> None:
     )
 
 
-def _chunkings(S: int) -> list[list[int]]:
+def _decodings(S: int) -> list[list[int]]:
     """A prompt then single tokens, and uneven chunks."""
-    return [[3] + [1] * (S - 3), [2, 3, S - 5]]
+    return chunkings(S, ("prompt", "uneven"))
 
 
 def _decoding_mistake(module, seen, start, out, chunks, name) -> str:
@@ -173,11 +174,11 @@ def _decoding_mistake(module, seen, start, out, chunks, name) -> str:
         )
     T = seen.shape[1] - start
     where = f"Decoding with {start} cached position{'s' * (start != 1)} and {T} new"
-    restarted = _restarted(chunks)  # (S,)
+    counted = restarted(chunks)  # (S,)
     variants = {
         f"{where}, your new tokens are rotated as if they were at positions 0 … T-1: they sit "
         "at P … P+T-1, with P = past_kv[0].shape[1].": _latent.oracle(
-            module, seen, start, k_positions=restarted, q_positions=restarted[start:]
+            module, seen, start, k_positions=counted, q_positions=counted[start:]
         ),
         f"{where}, your queries attend only to the new positions: attend to the cached latent "
         "and RoPE keys too, concatenated with the new ones along dim 1.": _latent.oracle(
@@ -195,7 +196,7 @@ def _decoding_mistake(module, seen, start, out, chunks, name) -> str:
     )
 
 
-def _expect_matches(cls, name: str, seed: int, thorough: bool, chunkings) -> None:
+def _expect_matches(cls, name: str, seed: int, thorough: bool, cuts) -> None:
     """A full pass, then decoding in pieces, equal the oracle; the cache is the latent's."""
     __tracebackhide__ = True
     gen = make_generator(seed)
@@ -206,21 +207,19 @@ def _expect_matches(cls, name: str, seed: int, thorough: bool, chunkings) -> Non
         module = _build(cls, config, gen, name, dtype)
         S = 7 + (randint(gen, 0, 3) if thorough else 0)
         x = randn(gen, 2, S, config[0], dtype=dtype)  # (B, S, C)
-        for chunks in chunkings(S):
-            past, start = None, 0
-            for i, size in enumerate(chunks):
-                seen = x[:, : start + size]  # (B, S so far, C)
-                out, c, k_rope = _forward(module, seen[:, start:], past, name)
-                if not close(out, _latent.oracle(module, seen, start)):
-                    fail(_decoding_mistake(module, seen, start, out, chunks[: i + 1], name))
-                restarted = rotate(_latent.latent(module, seen)[1], _restarted(chunks[: i + 1]))
-                if i and close(k_rope, restarted):
+        forward = functools.partial(_forward, module, name=name)
+        for chunks in cuts(S):
+            for piece, out, (c, k_rope) in decode(x, chunks, forward):
+                seen = x[:, : piece.stop]  # (B, S so far, C)
+                if not close(out, _latent.oracle(module, seen, piece.start)):
+                    fail(_decoding_mistake(module, seen, piece.start, out, piece.fed, name))
+                turned = rotate(_latent.latent(module, seen)[1], restarted(piece.fed))
+                if len(piece.fed) > 1 and close(k_rope, turned):
                     fail(
                         "Your cached k_rope was rotated at positions that restart at 0 in every "
                         "call: the new keys sit at P … P+T-1, P = past_kv[0].shape[1]."
                     )
                 _expect_cache(module, seen, c, k_rope)
-                past, start = (c, k_rope), start + size
 
 
 @one_thread
@@ -235,7 +234,7 @@ def check_mla_full_pass(cls: Callable, *, seed: int = 0, thorough: bool = False)
 def check_mla_decoding(cls: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """Decoding in pieces with the latent cache equals one full causal pass, cache included."""
     __tracebackhide__ = True
-    _expect_matches(cls, MLA, seed, thorough, _chunkings)
+    _expect_matches(cls, MLA, seed, thorough, _decodings)
 
 
 @one_thread
@@ -245,7 +244,7 @@ def check_absorbed_mla_matches_naive(
     """The absorbed module, with the same weights, gives the naive outputs and cache, in a full
     pass and decoding in pieces."""
     __tracebackhide__ = True
-    _expect_matches(cls, ABSORBED, seed, thorough, lambda S: [[S], _chunkings(S)[0]])
+    _expect_matches(cls, ABSORBED, seed, thorough, lambda S: [[S], *_decodings(S)[:1]])
 
 
 def _memory_configs(thorough: bool):

@@ -8,14 +8,13 @@ sizes drawn from a secret during classroom verification.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable
 
 import torch
 
 from autograder.torch_helpers import one_thread, record_torch_calls
 
-from ._core import by_arithmetic, call, fail, make_generator, randint, wide_draws
+from ._core import by_arithmetic, call_integer, fail, make_generator, randint, wide_draws
 
 #: Learner-importable names that would compute these answers: none.
 ANSWERS_IN_TOOLS: dict[str, str] = {}
@@ -52,14 +51,6 @@ _GUESSES = {
         L * (dc + dr) * S * B
     ),
 }
-
-
-def _integer(fn: Callable, args, kwargs) -> int:
-    __tracebackhide__ = True
-    got = call(fn, BYTES, args, kwargs)
-    if not isinstance(got, numbers.Integral) or isinstance(got, bool):
-        fail(f"`{BYTES}` should return an int, got {type(got).__name__}: use // or int(...).")
-    return int(got)
 
 
 def _mistake(results: dict[tuple[int, ...], tuple[int, int]], defaulted: set) -> str:
@@ -107,7 +98,7 @@ def check_mla_cache_bytes(fn: Callable, *, seed: int = 0, thorough: bool = False
         for i, args in enumerate(group):
             kwargs = dict(zip(_NAMES[4:], args[4:], strict=True)) if i >= defaults else {}
             with record_torch_calls() as seen:
-                got = _integer(fn, args[:4], kwargs)
+                got = call_integer(fn, BYTES, args[:4], kwargs)
             by_arithmetic(seen, BYTES)
             results[args] = (got, _meta_bytes(*args))
             if i < defaults:

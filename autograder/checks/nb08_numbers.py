@@ -16,8 +16,7 @@ import torch
 from autograder.tools.nb04_gqa import cache_nbytes, meta_cache
 from autograder.torch_helpers import one_thread, record_torch_calls
 
-from ._core import by_arithmetic, fail, make_generator, randint, wide_draws
-from .nb04_gqa import _integer
+from ._core import by_arithmetic, call_integer, fail, make_generator, randint, wide_draws
 
 #: Learner-importable names that would compute these answers: notebook 04's tools measure a
 #: cache, they do not hand out this formula.
@@ -85,7 +84,7 @@ def check_window_cache_bytes(fn: Callable, *, seed: int = 0, thorough: bool = Fa
     for L, nkv, hd, S, W, B, width in cases:
         kwargs = {"window": W, "batch_size": B, "bytes_per_value": width}
         with record_torch_calls() as seen:
-            got = _integer(fn, BYTES, (L, nkv, hd, S), kwargs)
+            got = call_integer(fn, BYTES, (L, nkv, hd, S), kwargs)
         by_arithmetic(seen, BYTES)
         results.append(((L, nkv, hd, S, W, B, width), got))
     wrong = [(args, got) for args, got in results if got != expected(*args)]

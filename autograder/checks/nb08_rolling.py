@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from autograder.checks import operators
 from autograder.torch_helpers import one_thread
 
+from . import _masks as masks
 from ._core import (
     call,
     close,
@@ -38,8 +39,8 @@ from ._core import (
     randint,
     randn,
 )
-from .nb04_rope import rotate
-from .nb08_window import _band, window_mask
+from ._decoding import chunkings, pieces
+from ._rope import rotate
 
 #: Learner code attends with PyTorch's SDPA, as notebook 04's modules do.
 OPERATORS = operators.DEFAULT | operators.SDPA
@@ -58,7 +59,7 @@ def full_pass(q, k, v, window: int) -> torch.Tensor:
         rotate(q, positions),
         rotate(k, positions),
         v,
-        attn_mask=window_mask(S, S, window),
+        attn_mask=masks.window_mask(S, S, window),
         enable_gqa=True,
     )  # (B, nh, S, hs) @ (B, nh, hs, S) -> (B, nh, S, S) -> (B, nh, S, hs)
 
@@ -96,7 +97,7 @@ def simulate(q, k, v, window, chunks, **how):
         values = torch.cat([ring_v[:, :, slots], v_new], dim=2)  # (B, nkv, S, hs)
         S = past + T
         band = how.get("band")
-        mask = _band(T, S, W - 1 if band is None else (S if band < 0 else band), 0)  # (T, S)
+        mask = masks.band(T, S, W - 1 if band is None else (S if band < 0 else band), 0)  # (T, S)
         if how.get("mask") == "none":
             mask = None
         if how.get("mask") == "top-left":
@@ -173,7 +174,7 @@ def _chunkings(S: int, W: int) -> list[list[int]]:
     chunked = [1]
     while sum(chunked) < S:
         chunked.append(min(W, S - sum(chunked)))
-    return [[1] * S, [min(W, S)] + [1] * (S - min(W, S)), chunked]
+    return [*chunkings(S, ("single", "prompt"), prompt=min(W, S)), chunked]
 
 
 @one_thread
@@ -192,14 +193,13 @@ def check_sliding_window_decoding(
         expected = full_pass(q, k, v, W)  # (B, nh, S, hs)
         for chunks in _chunkings(S, W):
             cache = torch.zeros(2, nkv, W, hs), torch.zeros(2, nkv, W, hs)
-            outs, start = [], 0
-            for T in chunks:
-                piece = (t[:, :, start : start + T] for t in (q, k, v))
-                args = (*piece, *cache, start)
+            outs = []
+            for piece in pieces(chunks):
+                new = (t[:, :, piece.start : piece.stop] for t in (q, k, v))
+                args = (*new, *cache, piece.start)
                 result = call(sliding_window_attention, STEP, args)
-                out, cache = _expect_result(result, args, T)
+                out, cache = _expect_result(result, args, piece.stop - piece.start)
                 outs.append(out)
-                start += T
             if not close(torch.cat(outs, dim=2), expected):
                 fail(_mistake(q, k, v, W, chunks, torch.cat(outs, dim=2)))
             _expect_cache(q, k, v, W, chunks, cache)

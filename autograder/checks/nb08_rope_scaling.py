@@ -324,6 +324,7 @@ def _check(fn: Callable, rope_type: str, seed: int, thorough: bool) -> None:
         )
         inv_freq, attention = _call(fn, case)
         right, right_attention = expected(*oracle_args)
+        # tighter than TOLERANCE: the lowest frequencies are 1e-6 or less, below its atol
         good = close(inv_freq.double(), right, atol=1e-9, rtol=1e-5)
         if good and math.isclose(attention, right_attention, rel_tol=1e-6):
             continue

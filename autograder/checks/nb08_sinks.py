@@ -38,7 +38,7 @@ from ._core import (
     randint,
     randn,
 )
-from .nb04_rope import rotate
+from ._rope import rotate
 
 #: Learner code attends with PyTorch's SDPA.
 OPERATORS = operators.DEFAULT | operators.SDPA

@@ -20,6 +20,7 @@ import torch
 
 from autograder.torch_helpers import one_thread
 
+from . import _masks as masks
 from ._core import (
     call,
     close,
@@ -34,27 +35,16 @@ from ._core import (
     randint,
     randn,
 )
-from .nb03_masking import META, _call_on_meta, _causal, _diagnose, _expect_mask, _tril
 
 #: Learner-importable names that would compute these answers: notebook 03's tool hands out the
 #: causal half of the window mask (its notebook withholds it too).
 ANSWERS_IN_TOOLS: dict[str, str] = {
     "autograder.tools.nb03_masks.top_left_causal": (
-        "the causal half of sliding_window_mask, as top_left_causal(S, S)[S - T:]"
+        "the causal half of sliding_window_mask, as top_leftcausal(S, S)[S - T:]"
     ),
 }
 
 MASK = "sliding_window_mask"
-
-
-def window_mask(T: int, S: int, window: int) -> torch.Tensor:
-    """The oracle ``(T, S)``: causal (bottom-right), minus the keys ``window`` or more behind."""
-    return _causal(T, S) & ~_tril(T, S, S - T - window)  # (T, S)
-
-
-def _band(T: int, S: int, low: int, high: int) -> torch.Tensor:
-    """``(T, S)``: key ``j`` allowed iff ``p - low <= j <= p + high`` for query position ``p``."""
-    return _tril(T, S, S - T + high) & ~_tril(T, S, S - T - low - 1)  # (T, S)
 
 
 def _mask_variants(T: int, S: int, W: int) -> dict[str, torch.Tensor]:
@@ -63,31 +53,31 @@ def _mask_variants(T: int, S: int, W: int) -> dict[str, torch.Tensor]:
         (
             f"lets each query see {W + 1} keys, one too many: a window of W keeps keys p - W + 1 "
             "… p (itself included), so drop key p - W (use > p - W, not >= p - W).",
-            _band(T, S, W, 0),
+            masks.band(T, S, W, 0),
         ),
         (
             f"lets each query see only {W - 1} keys: a window of W includes the query itself, so "
             "keep keys p - W + 1 … p (W of them).",
-            _band(T, S, W - 2, 0),
+            masks.band(T, S, W - 2, 0),
         ),
         (
             "is the plain causal mask: also drop the keys W or more positions behind each query "
             "(key j allowed iff p - W < j <= p).",
-            _causal(T, S),
+            masks.causal(T, S),
         ),
         (
             "lets queries see future keys: the window is one-sided, keys p - W + 1 … p, never "
             "after p.",
-            _band(T, S, W - 1, W - 1),
+            masks.band(T, S, W - 1, W - 1),
         ),
         (
             "is inverted: True must mean the query may attend (the keys inside its window).",
-            ~window_mask(T, S, W),
+            ~masks.window_mask(T, S, W),
         ),
         (
             "is aligned top-left: when S > T the queries are the last T positions, so query i sits "
             "at position p = S - T + i.",
-            _tril(T, S, 0) & ~_tril(T, S, -W),
+            masks.tril(T, S, 0) & ~masks.tril(T, S, -W),
         ),
     ]
     return {f"{at} {why}": mask for why, mask in variants}
@@ -103,7 +93,7 @@ def _call_mask(fn: Callable, T: int, W: int, S: int | None) -> torch.Tensor:
         (T, W): "the mask covers every key (S columns), the window only decides which are True",
         (1, 1, T, S): "return a plain (T, S) mask; broadcasting adds batch and head dimensions",
     }
-    return _expect_mask(out, MASK, (T, S), describe((T, W), kwargs), hints)
+    return masks.expect_mask(out, MASK, (T, S), describe((T, W), kwargs), hints)
 
 
 @one_thread
@@ -127,11 +117,15 @@ def check_sliding_window_mask_values(
             f"`{MASK}({T}, {W}, S={S})` is not the sliding-window mask: entry [i, j] must be True "
             "exactly when p - W < j <= p, with p = S - T + i the query's position."
         )
-        _diagnose(out, window_mask(T, S, W), functools.partial(_mask_variants, T, S, W), generic)
+        masks.diagnose(
+            out, masks.window_mask(T, S, W), functools.partial(_mask_variants, T, S, W), generic
+        )
     hint = "create the positions on `device` (torch.arange(S, device=device))"
-    for device in (META, "meta"):
-        out = _call_on_meta(sliding_window_mask, MASK, (3, 2), {"S": 5, "device": device}, hint)
-        if isinstance(out, torch.Tensor) and out.device != META:
+    for device in (masks.META, "meta"):
+        out = masks.call_on_meta(
+            sliding_window_mask, MASK, (3, 2), {"S": 5, "device": device}, hint
+        )
+        if isinstance(out, torch.Tensor) and out.device != masks.META:
             fail(f"`{MASK}` returned a mask on {out.device} for device={device!r}: {hint}.")
 
 

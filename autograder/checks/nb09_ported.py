@@ -3,8 +3,8 @@
 Shape legend: ``B`` batch, ``T`` queries, ``S`` keys, ``C`` = d_model, ``nh`` heads, ``hs`` =
 C // nh.
 
-The grading is notebook 02's (:func:`.nb02_multihead.check_mha_matches_torch` and
-:func:`.nb02_multihead.check_mha_mask`, against ``nn.MultiheadAttention``). This is a
+The grading is notebook 02's (:func:`._multihead.expect_matches_torch` and
+:func:`._multihead.expect_mask_use`, against ``nn.MultiheadAttention``). This is a
 find-the-bug exercise, so the given code's own two bugs are reported first by their symptom, on
 a probe where they show: attention weights flatter than PyTorch's with the same weights, and a
 causal query that reads only the keys its mask forbids. The notebook's hints lead to the cause;
@@ -21,8 +21,8 @@ from torch import nn
 
 from autograder.torch_helpers import one_thread
 
+from . import _multihead
 from ._core import call, fail, make_generator, randn
-from .nb02_multihead import check_mha_mask, check_mha_matches_torch
 
 #: No tool of the course computes these answers (notebook 02's declarations cover its checks).
 ANSWERS_IN_TOOLS: dict[str, str] = {}
@@ -103,7 +103,7 @@ def check_fixed_mha_matches_torch(cls: Callable, *, seed: int = 0, thorough: boo
     symptom = _flatter(cls, seed)
     if symptom:
         fail(symptom)
-    check_mha_matches_torch(cls, seed=seed, thorough=thorough)
+    _multihead.expect_matches_torch(cls, seed, thorough)
 
 
 @one_thread
@@ -114,4 +114,4 @@ def check_fixed_mha_mask(cls: Callable, *, seed: int = 0, thorough: bool = False
     symptom = _reads_forbidden_keys(cls, seed) or _flatter(cls, seed)
     if symptom:
         fail(symptom)
-    check_mha_mask(cls, seed=seed, thorough=thorough)
+    _multihead.expect_mask_use(cls, seed, thorough)

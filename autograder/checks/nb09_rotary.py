@@ -13,6 +13,7 @@ rotation, rotated values, positions restarting at 0, a top-left mask) are named.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable
@@ -23,19 +24,20 @@ from torch import nn
 
 from autograder.torch_helpers import one_thread
 
-from . import operators
+from . import _rope, operators
 from ._core import (
+    LOOSE,
     call,
     close,
     describe,
     expect_shape,
     expect_tensor,
     fail,
-    fmt_shape,
     make_generator,
     randint,
     randn,
 )
+from ._decoding import Cache, chunkings, decode
 
 #: Learner code may use PyTorch's attention.
 OPERATORS = operators.DEFAULT | operators.SDPA
@@ -45,26 +47,8 @@ ANSWERS_IN_TOOLS: dict[str, str] = {}
 
 ROTARY = "RotaryCausalAttention"
 FORWARD = f"{ROTARY}.forward"
-ROPE_BASE = 10_000.0
 SHIFT = 100  # how far the symptom probe moves every position
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
-
-
-class _Cache(tuple):
-    """A ``(k, v)`` pair that describes itself by shape only in failure messages."""
-
-    def __repr__(self) -> str:
-        return f"({fmt_shape(self[0].shape)}, {fmt_shape(self[1].shape)}) cache"
-
-
-def _rotate(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """RoPE as complex multiplication: feature pair (i, i + hs/2) turns by position · θ_i."""
-    half = x.shape[-1] // 2
-    theta = ROPE_BASE ** (-torch.arange(half, dtype=torch.float64) / half)  # (hs/2,)
-    angle = positions.double()[:, None] * theta  # (T, hs/2)
-    turn = torch.polar(torch.ones_like(angle), angle)  # (T, hs/2) complex: e^(i·angle)
-    z = torch.complex(x[..., :half].double(), x[..., half:].double()) * turn
-    return torch.cat([z.real, z.imag], dim=-1).to(x.dtype)  # (..., T, hs)
 
 
 def _heads(module, x, name: str) -> torch.Tensor:
@@ -84,9 +68,9 @@ def _oracle(module, x, positions=None, chunks=None, *, rotate=True, values=False
     positions = torch.arange(S) if positions is None else positions  # (S,)
     q, k, v = (_heads(module, x, p) for p in PROJECTIONS[:3])  # (B, nh, S, hs) each
     if rotate:
-        q, k = _rotate(q, positions), _rotate(k, positions)
+        q, k = _rope.rotate(q, positions), _rope.rotate(k, positions)
     if values:
-        v = _rotate(v, positions)
+        v = _rope.rotate(v, positions)
     outs = []
     for s, n in zip(itertools.accumulate([0, *chunks[:-1]]), chunks, strict=True):
         allowed = torch.ones(n, s + n, dtype=torch.bool).tril(0 if top_left else s)  # (T, S)
@@ -125,7 +109,7 @@ def _build(cls, C, nh, gen) -> nn.Module:
 def _forward(module, x, past=None, positions=None):
     """The learner's ``forward``; checks the shapes of ``(out, (k, v))``."""
     __tracebackhide__ = True
-    kwargs = {} if past is None else {"past_kv": _Cache(past)}
+    kwargs = {} if past is None else {"past_kv": Cache(past)}
     if positions is not None:
         kwargs["positions"] = positions
     try:
@@ -173,7 +157,7 @@ def _full_pass_mistake(module, x, out) -> str:
         )[0],
     }
     for why, expected in named.items():
-        if close(out, expected, 1e-4, 1e-3):
+        if close(out, expected, *LOOSE):
             return why
     moved, _, _ = _forward(module, x, positions=torch.arange(x.shape[1]) + SHIFT)
     change = (moved - out).abs().max().item()
@@ -237,18 +221,17 @@ def check_rope_full_pass(cls: Callable, *, seed: int = 0, thorough: bool = False
 def _decoding_mistake(module, x, out, piece, chunks) -> str:
     """Why the output for ``piece`` of ``x`` differs, decoding in ``chunks``."""
     start, stop = piece.start, piece.stop
-    restarted = torch.cat([torch.arange(n) for n in chunks])  # (S,): 0 … n-1 in every call
     named = {
         "the new tokens are rotated as if they were at positions 0 … T-1: with P cached "
         "positions they sit at P … P+T-1, so rotate at torch.arange(P, P + T)": _oracle(
-            module, x, restarted, chunks
+            module, x, _rope.restarted(chunks), chunks
         )[0],
         "the causal mask is aligned top-left (is_causal=True), so a new token reads only the "
         "first keys of the cache: attend with the bottom-right mask, "
         "torch.ones(T, S).tril(S - T)": _oracle(module, x, chunks=chunks, top_left=True)[0],
     }
     for why, expected in named.items():
-        if close(out, expected[:, piece], 1e-4, 1e-3):
+        if close(out, expected[:, piece], *LOOSE):
             return f"Decoding in pieces {chunks}, at positions {start}–{stop - 1} {why}."
     return (
         f"Decoding in pieces {chunks} with the cache differs from one full pass at positions "
@@ -270,11 +253,8 @@ def check_rope_decoding(cls: Callable, *, seed: int = 0, thorough: bool = False)
         full, _, _ = _forward(module, x)
         if not close(full, expected):
             fail(_full_pass_mistake(module, x, full))
-        for chunks in ([1] * S, [3] + [1] * (S - 3), [2, 3, S - 5]):
-            past, start = None, 0
-            for size in chunks:
-                out, k, v = _forward(module, x[:, start : start + size], past)
-                piece = slice(start, start + size)
-                if not close(out, expected[:, piece]):
-                    fail(_decoding_mistake(module, x, out, piece, chunks))
-                past, start = (k, v), start + size
+        for chunks in chunkings(S):
+            for piece, out, _ in decode(x, chunks, functools.partial(_forward, module)):
+                new = slice(piece.start, piece.stop)
+                if not close(out, expected[:, new]):
+                    fail(_decoding_mistake(module, x, out, new, chunks))

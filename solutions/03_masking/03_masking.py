@@ -73,8 +73,8 @@ from autograder.checks.nb03_masking import (
     check_causal_mask_no_leak,
     check_causal_mask_values,
     check_padding_mask_values,
-    check_to_nn_mha_masks,
 )
+from autograder.checks.nb03_nn_masks import check_to_nn_mha_masks
 from autograder.tools import plots
 from autograder.tools.modules import TorchMultiHeadAttention
 from autograder.tools.nb03_masks import (

@@ -74,16 +74,14 @@ from torch import nn
 from autograder.checks.nb04_gqa import (
     check_gqa_decoding,
     check_gqa_kv_cache,
-    check_gqa_matches_torch,
     check_gqa_param_count,
-    check_gqa_structure,
     check_kv_cache_bytes,
     check_mha_to_gqa,
     check_repeat_kv,
 )
-from autograder.checks.nb04_rope import (
-    check_apply_rope_relative,
-    check_apply_rope_values,
+from autograder.checks.nb04_gqa_attention import check_gqa_matches_torch, check_gqa_structure
+from autograder.checks.nb04_rope import check_apply_rope_relative, check_apply_rope_values
+from autograder.checks.nb04_rotary import (
     check_rotary_gqa_decoding,
     check_rotary_gqa_full_pass,
     check_rotary_gqa_positions,

@@ -63,16 +63,14 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+from autograder.checks.nb05_flops import check_attention_flops, check_same_flops
 from autograder.checks.nb05_parallel import (
-    check_attention_flops,
     check_mha_parallel_batches,
     check_mha_parallel_values,
     check_mha_sequential_loops,
     check_mha_sequential_values,
-    check_predicted_matmul_counts,
-    check_quiz_answer,
-    check_same_flops,
 )
+from autograder.checks.nb05_quiz import check_predicted_matmul_counts, check_quiz_answer
 from autograder.tools.modules import TorchMultiHeadAttention
 from autograder.tools.nb05_parallel_heads import fused_heads
 from autograder.tools.timing import (

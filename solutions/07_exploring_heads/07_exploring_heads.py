@@ -66,10 +66,12 @@ from IPython.display import display
 from autograder.checks.nb07_heads import (
     check_head_entropy_values,
     check_head_entropy_zero_weights,
-    check_head_importance_leaves_model_unchanged,
-    check_head_importance_values,
     check_previous_token_score_patterns,
     check_previous_token_score_values,
+)
+from autograder.checks.nb07_importance import (
+    check_head_importance_leaves_model_unchanged,
+    check_head_importance_values,
 )
 from autograder.tools import nb07_head_plots, nb07_head_stats, plots, toy_data
 from autograder.tools.modules import TorchMultiHeadAttention

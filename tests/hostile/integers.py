@@ -39,7 +39,7 @@ import re
 
 from mistakes import gpu, gqa, long_context, rope, sinks
 
-from autograder.checks import nb03_masking, nb04_rope, nb08_window
+from autograder.checks import _masks, _rope, nb03_masking, nb04_rope, nb08_window
 
 from .trust import NB01, NB03, NB04, NB06, NB08, Attack, Edit
 
@@ -63,11 +63,11 @@ def _configurations(check, oracle) -> dict:
 
 
 def _window(T, window, S=None, device=None):
-    return nb08_window.window_mask(T, T if S is None else S, window).to(device or "cpu")
+    return _masks.window_mask(T, T if S is None else S, window).to(device or "cpu")
 
 
 def _causal(T, S=None, device=None):
-    return nb03_masking._causal(T, T if S is None else S).to(device or "cpu")
+    return _masks.causal(T, T if S is None else S).to(device or "cpu")
 
 
 @functools.cache
@@ -108,12 +108,12 @@ def causal_mask(T, S=None, device=None):
 def rope_angle_table() -> str:
     table = {}
 
-    def spy(x, positions, base=nb04_rope.BASE):
+    def spy(x, positions, base=_rope.BASE):
         hs, size = x.shape[-1], max(x.shape)
         angles = [p * base ** (-2 * i / hs) for p in positions.tolist() for i in range(hs // 2)]
         chunks = [angles[at : at + size] for at in range(0, len(angles), size)]
         table[(hs, tuple(positions.tolist()), float(base))] = chunks
-        return nb04_rope.rotate(x, positions, base)
+        return _rope.rotate(x, positions, base)
 
     for run in PUBLIC_RUNS:
         nb04_rope.check_apply_rope_values(spy, **run)

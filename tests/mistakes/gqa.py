@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from autograder.checks import nb04_gqa as checks
+from autograder.checks import nb04_gqa_attention as attention
 from autograder.tools.nb04_gqa import TorchGroupedQueryAttention
 
 from . import Mistake, correct, stub
@@ -327,27 +328,32 @@ class GQAScaledByModelWidth(GQAManual):
 
 
 GQA_MISTAKES = [
-    Mistake("GQA: full-width k/v", GQAFullWidthKV, checks.check_gqa_structure, "num_kv_heads * hs"),
-    Mistake("GQA: no ValueError", GQANoValueError, checks.check_gqa_structure, "ValueError"),
+    Mistake(
+        "GQA: full-width k/v", GQAFullWidthKV, attention.check_gqa_structure, "num_kv_heads * hs"
+    ),
+    Mistake("GQA: no ValueError", GQANoValueError, attention.check_gqa_structure, "ValueError"),
     Mistake(
         "GQA: repeat, not repeat_interleave",
         GQATiled,
-        checks.check_gqa_matches_torch,
+        attention.check_gqa_matches_torch,
         "repeat_interleave",
     ),
     Mistake(
-        "GQA: causal ignored", GQANeverMasks, checks.check_gqa_matches_torch, "apply a causal mask"
+        "GQA: causal ignored",
+        GQANeverMasks,
+        attention.check_gqa_matches_torch,
+        "apply a causal mask",
     ),
     Mistake(
         "GQA: causal=False ignored",
         GQAAlwaysMasks,
-        checks.check_gqa_matches_torch,
+        attention.check_gqa_matches_torch,
         "only when `causal` is True",
     ),
     Mistake(
         "GQA: scaled by sqrt(d_model)",
         GQAScaledByModelWidth,
-        checks.check_gqa_matches_torch,
+        attention.check_gqa_matches_torch,
         "√d_model",
     ),
     Mistake(
@@ -598,8 +604,8 @@ CONVERT_MISTAKES = [
 MISTAKES = REPEAT_MISTAKES + GQA_MISTAKES + COUNT_MISTAKES + CONVERT_MISTAKES
 
 GQA_CHECKS = [
-    checks.check_gqa_structure,
-    checks.check_gqa_matches_torch,
+    attention.check_gqa_structure,
+    attention.check_gqa_matches_torch,
     checks.check_gqa_kv_cache,
     checks.check_gqa_decoding,
 ]

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from autograder.checks import nb07_heads as ck
+from autograder.checks import nb07_importance as importance
 
 from . import Mistake, correct, stub
 
@@ -424,7 +425,10 @@ def importance_freezes_parameters(model, batch):
 
 V, Z = ck.check_head_entropy_values, ck.check_head_entropy_zero_weights
 P, Q = ck.check_previous_token_score_values, ck.check_previous_token_score_patterns
-IV, IS = ck.check_head_importance_values, ck.check_head_importance_leaves_model_unchanged
+IV, IS = (
+    importance.check_head_importance_values,
+    importance.check_head_importance_leaves_model_unchanged,
+)
 
 MISTAKES = [
     # head_entropy
@@ -525,6 +529,6 @@ CORRECT = (
 STUBS = [(check, stub) for check in ENTROPY_CHECKS + PREVIOUS_CHECKS + IMPORTANCE_CHECKS]
 REPLAY = [
     ck.check_head_entropy_zero_weights,
-    ck.check_head_importance_leaves_model_unchanged,
+    importance.check_head_importance_leaves_model_unchanged,
     ck.check_previous_token_score_values,  # its "mask" variant builds a diagonal (diag_embed)
 ]

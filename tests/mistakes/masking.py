@@ -10,6 +10,7 @@ import torch
 from torch.nn.attention.bias import causal_lower_right
 
 from autograder.checks import nb03_masking as checks
+from autograder.checks import nb03_nn_masks as nn_masks
 
 from . import Mistake, correct, stub, tried
 
@@ -368,7 +369,7 @@ def nn_masks_single(lengths, max_len, causal=True):
 _VALUES, _LEAK = checks.check_causal_mask_values, checks.check_causal_mask_no_leak
 _PAD = checks.check_padding_mask_values
 _ATT, _INV = checks.check_attention_mask_values, checks.check_attention_mask_padding_invariance
-_NN = checks.check_to_nn_mha_masks
+_NN = nn_masks.check_to_nn_mha_masks
 
 MISTAKES = [
     Mistake("causal_stub", stub, _VALUES, "not implemented yet"),

@@ -12,6 +12,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from autograder.checks import nb05_flops as flops
 from autograder.checks import nb05_parallel as checks
 
 from . import HIDDEN, VISIBLE_AND_HIDDEN, Mistake, correct, stub, tried
@@ -377,11 +378,11 @@ PAR_VALUES = checks.check_mha_parallel_values
 
 
 def _same_flops_seq(fn, **kw):
-    checks.check_same_flops(fn, par_math, **kw)
+    flops.check_same_flops(fn, par_math, **kw)
 
 
 def _same_flops_par(fn, **kw):
-    checks.check_same_flops(seq_linear, fn, **kw)
+    flops.check_same_flops(seq_linear, fn, **kw)
 
 
 MISTAKES = [
@@ -415,52 +416,52 @@ MISTAKES = [
     Mistake("par_scale_C", par_scale_C, PAR_VALUES, "by √C"),
     Mistake("par_no_out_proj", par_no_out_proj, PAR_VALUES, "without the output projection"),
     Mistake("par_wasted_scores", par_wasted_scores, _same_flops_par, "matmul FLOPs where"),
-    Mistake("flops_stub", stub, checks.check_attention_flops, "not implemented yet"),
-    Mistake("flops_per_mac", _flops(scale=0.5), checks.check_attention_flops, "1 FLOP per"),
+    Mistake("flops_stub", stub, flops.check_attention_flops, "not implemented yet"),
+    Mistake("flops_per_mac", _flops(scale=0.5), flops.check_attention_flops, "1 FLOP per"),
     Mistake(
         "flops_no_attention",
         _flops(attn=0),
-        checks.check_attention_flops,
+        flops.check_attention_flops,
         "leaves out the attention products",
     ),
     Mistake(
         "flops_no_projections",
         _flops(proj=0),
-        checks.check_attention_flops,
+        flops.check_attention_flops,
         "leaves out the projections",
     ),
     Mistake(
         "flops_no_out_proj",
         _flops(proj=6),
-        checks.check_attention_flops,
+        flops.check_attention_flops,
         "misses the output projection",
     ),
     Mistake(
         "flops_one_attention_product",
         _flops(attn=2),
-        checks.check_attention_flops,
+        flops.check_attention_flops,
         "only one of the two",
     ),
     Mistake(
         "flops_full_width_heads",
         _flops(attn_times_nh=True),
-        checks.check_attention_flops,
+        flops.check_attention_flops,
         "full width C",
     ),
     Mistake(
         "flops_single_head",
         _flops(attn_div_nh=True),
-        checks.check_attention_flops,
+        flops.check_attention_flops,
         "attention of a single head",
     ),
     Mistake(
         "flops_no_batch",
         _flops(batch_power=0),
-        checks.check_attention_flops,
+        flops.check_attention_flops,
         "leaves out the batch",
     ),
-    Mistake("flops_float", flops_float, checks.check_attention_flops, "return an int"),
-    Mistake("flops_tensor", flops_tensor, checks.check_attention_flops, "return a Python int"),
+    Mistake("flops_float", flops_float, flops.check_attention_flops, "return an int"),
+    Mistake("flops_tensor", flops_tensor, flops.check_attention_flops, "return a Python int"),
 ]
 
 QUIZ_RIGHT = {"q1": "c", "q2": "b", "q3": "a", "q4": "d"}
@@ -471,12 +472,19 @@ PARALLEL_CHECKS = [PAR_VALUES, checks.check_mha_parallel_batches]
 CORRECT = (
     correct(SEQUENTIAL_CHECKS, CORRECT_SEQUENTIAL, runs=VISIBLE_AND_HIDDEN)
     + correct(PARALLEL_CHECKS, CORRECT_PARALLEL, runs=VISIBLE_AND_HIDDEN)
-    + correct([checks.check_attention_flops], CORRECT_FLOPS, runs=VISIBLE_AND_HIDDEN)
+    + correct([flops.check_attention_flops], CORRECT_FLOPS, runs=VISIBLE_AND_HIDDEN)
+    # every sequential version beside the math one, the linear one beside every other parallel
+    + correct([_same_flops_seq], CORRECT_SEQUENTIAL, runs=(HIDDEN,))
+    + correct(
+        [_same_flops_par],
+        {name: fn for name, fn in CORRECT_PARALLEL.items() if name != "math"},
+        runs=(HIDDEN,),
+    )
 )
 STUBS = [(check, stub) for check in [*SEQUENTIAL_CHECKS, *PARALLEL_CHECKS]]
-STUBS += [(checks.check_attention_flops, stub)]
+STUBS += [(flops.check_attention_flops, stub)]
 REPLAY = [
     checks.check_mha_sequential_loops,
     checks.check_mha_parallel_batches,
-    checks.check_attention_flops,
+    flops.check_attention_flops,
 ]

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from autograder.checks import nb04_rope as checks
+from autograder.checks import nb04_rotary as rotary
 
 from . import Mistake, correct, stub
 from .gqa import GQAManual
@@ -590,49 +591,49 @@ ROTARY_MISTAKES = [
     Mistake(
         "rotary: rotates the values",
         RotaryRotatesValues,
-        checks.check_rotary_gqa_full_pass,
+        rotary.check_rotary_gqa_full_pass,
         "rotates the values too",
     ),
     Mistake(
         "rotary: no rotation",
         RotaryNoRope,
-        checks.check_rotary_gqa_full_pass,
+        rotary.check_rotary_gqa_full_pass,
         "without any rotation",
     ),
     Mistake(
         "rotary: queries not rotated",
         RotaryForgetsQueries,
-        checks.check_rotary_gqa_full_pass,
+        rotary.check_rotary_gqa_full_pass,
         "keys but not the queries",
     ),
     Mistake(
         "rotary: interleaved pairs",
         RotaryInterleaved,
-        checks.check_rotary_gqa_full_pass,
+        rotary.check_rotary_gqa_full_pass,
         "interleaved",
     ),
     Mistake(
         "rotary: caches raw keys",
         RotaryCachesRawKeys,
-        checks.check_rotary_gqa_full_pass,
+        rotary.check_rotary_gqa_full_pass,
         "keys before rotation",
     ),
     Mistake(
         "rotary: positions restart at 0",
         RotaryRestarts,
-        checks.check_rotary_gqa_decoding,
+        rotary.check_rotary_gqa_decoding,
         "as if they were at positions 0 … T-1",
     ),
     Mistake(
         "rotary: rotates the cache again",
         RotaryRotatesCacheAgain,
-        checks.check_rotary_gqa_decoding,
+        rotary.check_rotary_gqa_decoding,
         "rotated again at every step",
     ),
     Mistake(
         "rotary: rotates the values (decoding)",
         RotaryRotatesValues,
-        checks.check_rotary_gqa_decoding,
+        rotary.check_rotary_gqa_decoding,
         "rotates the values too",
     ),
 ]
@@ -641,49 +642,49 @@ POSITIONS_MISTAKES = [
     Mistake(
         "rotary: positions from 1",
         RotaryShifted,
-        checks.check_rotary_gqa_full_pass,
+        rotary.check_rotary_gqa_full_pass,
         "one position too far",
     ),
     Mistake(
         "rotary: Llama 3 base",
         RotaryLlama3Base,
-        checks.check_rotary_gqa_full_pass,
+        rotary.check_rotary_gqa_full_pass,
         "Llama 3's rope_theta",
     ),
     Mistake(
         "rotary: masks with causal=False",
         RotaryAlwaysCausal,
-        checks.check_rotary_gqa_full_pass,
+        rotary.check_rotary_gqa_full_pass,
         "even with causal=False",
     ),
     Mistake(
         "rotary: no positions argument",
         RotaryNoPositionsArgument,
-        checks.check_rotary_gqa_positions,
+        rotary.check_rotary_gqa_positions,
         "takes no `positions` argument",
     ),
     Mistake(
         "rotary: ignores positions",
         RotaryIgnoresPositions,
-        checks.check_rotary_gqa_positions,
+        rotary.check_rotary_gqa_positions,
         "ignores its `positions` argument",
     ),
     Mistake(
         "rotary: positions for the queries only",
         RotaryPositionsForQueriesOnly,
-        checks.check_rotary_gqa_positions,
+        rotary.check_rotary_gqa_positions,
         "but the new keys at P … P+T-1",
     ),
     Mistake(
         "rotary: positions plus the cache's length",
         RotaryPositionsPlusLength,
-        checks.check_rotary_gqa_positions,
+        rotary.check_rotary_gqa_positions,
         "rolling buffer",
     ),
     Mistake(
         "rotary: restarts, positions given",
         RotaryRestarts,
-        checks.check_rotary_gqa_positions,
+        rotary.check_rotary_gqa_positions,
         "ignores its `positions` argument",
     ),
 ]
@@ -692,9 +693,9 @@ MISTAKES = ROPE_MISTAKES + ROTARY_MISTAKES + POSITIONS_MISTAKES
 
 ROPE_CHECKS = [checks.check_apply_rope_values, checks.check_apply_rope_relative]
 ROTARY_CHECKS = [
-    checks.check_rotary_gqa_full_pass,
-    checks.check_rotary_gqa_decoding,
-    checks.check_rotary_gqa_positions,
+    rotary.check_rotary_gqa_full_pass,
+    rotary.check_rotary_gqa_decoding,
+    rotary.check_rotary_gqa_positions,
 ]
 CORRECT = correct(ROPE_CHECKS, CORRECT_ROPE) + correct(ROTARY_CHECKS, CORRECT_ROTARY)
 

@@ -1,0 +1,75 @@
+"""Decoding in pieces: the harness behind every "a cache gives what one full pass gives" check.
+
+Shape legend: ``B`` batch, ``S`` positions in all, ``T`` new positions, ``P`` cached ones, ``C`` =
+d_model.
+
+A module with a KV cache is right when feeding a sequence in pieces, each call handed the cache the
+previous one returned, gives the outputs of one full causal pass. Notebooks 04 (GQA, RoPE), 08
+(MLA, the rolling window) and 09 (the rotary bug hunt) grade that property; the ways to cut the
+sequence and the loop that carries the cache are the same for all of them, so they live here and
+each check only says what it compares after every piece.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ._core import fmt_shape
+
+#: One token at a time, a prompt then single tokens, uneven chunks.
+WAYS = ("single", "prompt", "uneven")
+
+
+def chunkings(S: int, ways: tuple[str, ...] = WAYS, prompt: int = 3) -> list[list[int]]:
+    """Ways to cut ``S`` positions into the chunks of successive calls, in the order ``ways``
+    names them: ``single`` (``[1] * S``), ``prompt`` (``prompt`` positions, then single ones),
+    ``uneven`` (``[2, 3, S - 5]``, for ``S > 5``)."""
+    made = {
+        "single": [1] * S,
+        "prompt": [prompt] + [1] * (S - prompt),
+        "uneven": [2, 3, S - 5],
+    }
+    return [made[way] for way in ways]
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One call of a decoding loop: positions ``start:stop`` are new, ``0:start`` are cached,
+    and ``fed`` are the chunks given so far, this one last."""
+
+    start: int
+    stop: int
+    fed: list[int]
+
+
+def pieces(chunks: list[int]) -> Iterator[Piece]:
+    """The successive calls that feed ``chunks``."""
+    start = 0
+    for i, size in enumerate(chunks):
+        yield Piece(start, start + size, chunks[: i + 1])
+        start += size
+
+
+def decode(
+    x: torch.Tensor, chunks: list[int], forward: Callable[..., tuple]
+) -> Iterator[tuple[Piece, torch.Tensor, tuple[Any, ...]]]:
+    """Feed ``x (B, S, C)`` to ``forward(new (B, T, C), past) -> (out, *cache)`` in ``chunks``,
+    each call handed the cache the previous one returned (None first); yields ``(piece, out,
+    cache)`` after each call, for the check to compare with one full pass."""
+    past = None
+    for piece in pieces(chunks):
+        out, *cache = forward(x[:, piece.start : piece.stop], past)
+        past = tuple(cache)
+        yield piece, out, past
+
+
+class Cache(tuple):
+    """A ``(k, v)`` pair handed to learner code; it describes itself by shape only in failure
+    messages (they never print hidden inputs)."""
+
+    def __repr__(self) -> str:
+        return f"({fmt_shape(self[0].shape)}, {fmt_shape(self[1].shape)}) cache"
