@@ -68,7 +68,7 @@ ANSWERS_IN_TOOLS: dict[str, str] = {
     "autograder.tools.nb06_gpu.attention_flops": (
         "part of attention_flops: the 4·B·T²·C of the attention products"
     ),
-    "autograder.tools.nb09_flashcards.DECK": (
+    "autograder.tools.nb09_deck.DECK": (
         "quiz q1 and q3 in words, and the 5·nh + 1 and 6 of the matmul predictions"
     ),
     "autograder.tools.nb09_flashcards.deck_markdown": "prints DECK",
