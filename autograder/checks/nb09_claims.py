@@ -164,10 +164,11 @@ SECTION_2_CHOICES = {
     "mask_after_softmax": dict(
         notes={
             "a": "zeroing weights after the softmax leaves rows that sum to less than 1: the "
-            "masked "
-            "keys still took their share of the normalisation",
+            "masked keys still took their share of the normalisation, so the future scores still "
+            "shape every output",
             "b": "the masked keys took part in the normalisation, so each row sums to less than 1 "
-            "and the output shrinks by a query-dependent factor; fill the masked scores with "
+            "and the output shrinks by a query-dependent factor set by the future scores, so the "
+            "future still leaks into the output and its gradients; fill the masked scores with "
             "-inf before the softmax instead",
             "c": "masking the values does not restore the normalisation; the rows still sum to "
             "less than 1",

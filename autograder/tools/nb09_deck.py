@@ -420,8 +420,10 @@ DECK: tuple[Card, ...] = (
         "notebook 08 §5, notebook 09 §5.9",
         "Position interpolation, NTK-aware scaling, YaRN: what does each do to RoPE?",
         "PI: positions divided by s, every frequency slowed alike. NTK-aware: the base raised to "
-        "b·s^(d/(d−2)), fast pairs kept, slow ones stretched by about s. YaRN: a per-pair ramp "
-        "between the two, and q and k multiplied by 0.1·ln s + 1 to sharpen the softmax.",
+        "b·s^(d/(d−2)), fast pairs kept, slow ones stretched by about s (dynamic NTK: "
+        "s·L_now/L − (s − 1) in place of s, a base that cached keys do not follow). YaRN: a "
+        "per-pair ramp between the two, and q and k multiplied by 0.1·ln s + 1 to sharpen the "
+        "softmax.",
     ),
     _card(
         "alibi",
