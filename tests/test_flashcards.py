@@ -7,6 +7,7 @@ import re
 import ipywidgets as widgets
 import pytest
 
+from autograder.tools import nb09_deck as deck
 from autograder.tools import nb09_flashcards as fc
 
 # Every point of the glossary entry (000) and of the explainer (004) that notebook 09 covers.
@@ -45,18 +46,18 @@ class Clock:
 
 
 def test_deck_is_well_formed():
-    ids = [card.id for card in fc.DECK]
+    ids = [card.id for card in deck.DECK]
     assert len(ids) == len(set(ids))
-    for card in fc.DECK:
+    for card in deck.DECK:
         assert card.front.strip() and card.back.strip() and card.revisit.startswith("notebook")
-        assert card.group in fc.GROUPS[1:]
-    assert {card.group for card in fc.DECK} == set(fc.GROUPS[1:])
+        assert card.group in deck.GROUPS[1:]
+    assert {card.group for card in deck.DECK} == set(deck.GROUPS[1:])
 
 
 def test_every_seed_point_has_a_card():
-    assert set(fc.SEED_POINTS) == SEED_POINTS
-    ids = {card.id for card in fc.DECK}
-    for point, cards in fc.SEED_POINTS.items():
+    assert set(deck.SEED_POINTS) == SEED_POINTS
+    ids = {card.id for card in deck.DECK}
+    for point, cards in deck.SEED_POINTS.items():
         assert cards and set(cards) <= ids, point
 
 
@@ -182,8 +183,8 @@ def test_flashcard_widget_builds_without_writing(tmp_path, monkeypatch):
 
 def test_head_counts_use_the_course_notation():
     """Issue 29: a count of heads is nh, as in the shape legend; h names one head's index."""
-    for card in fc.DECK:
+    for card in deck.DECK:
         for text in (card.front, card.back):
             assert not re.search(r"instead of h\b|\bh heads\b", text), card.id
-    wide = next(card for card in fc.DECK if card.id == "wide_head")
+    wide = next(card for card in deck.DECK if card.id == "wide_head")
     assert "instead of nh" in wide.back

@@ -9,8 +9,10 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib
+import re
 import shutil
 import subprocess
 import sys
@@ -47,6 +49,29 @@ def test_every_declared_answer_exists(module):
             continue
         dotted, _, name = key.rpartition(".")
         assert hasattr(importlib.import_module(dotted), name), key
+
+
+def _imported_check_modules(module: str) -> set[str]:
+    tree = ast.parse((kernel_package.PACKAGE / "checks" / f"{module}.py").read_text())
+    return {
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 1
+        if re.fullmatch(r"nb\d\d_\w+", node.module or "")
+    }
+
+
+@pytest.mark.parametrize("notebook", paths.notebook_ids())
+def test_a_part_a_notebook_does_not_name_declares_no_answers(notebook):
+    """``grade`` reads the declarations of the check modules a notebook names: a module of the
+    same notebook reached only through one of them (notebook 09's question modules, merged by
+    ``nb09_interview``) must leave its answers to the one the notebook names."""
+    source = (paths.REPO_ROOT / "solutions" / notebook / f"{notebook}.py").read_text()
+    named = kernel_package.check_modules(source)
+    for module in named:
+        for part in _imported_check_modules(module) - set(named):
+            if part[:4] == module[:4]:
+                assert kernel_package.declared_answers(part) == {}, (module, part)
 
 
 def test_withheld_names_keep_their_names_but_raise():

@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from autograder import paths
-from autograder.checks import nb08_alibi, nb08_rope_scaling
+from autograder.checks import nb08_alibi, nb08_rope_scaling, nb08_window, nb09_interview
 from autograder.interview.bank import PROBLEMS
+from autograder.tools.nb09_deck import DECK
 
 SOLUTIONS = paths.REPO_ROOT / "solutions"
 
@@ -122,3 +123,108 @@ def test_hybrid_cache_example_adds_one_estimate_per_kind_of_layer():
     hybrid = (52 * 1024 + 10 * 131072) * per_layer / 2**30
     note = _paragraph(_source("08_long_context"), "**Hybrid caches.**")
     assert f"about {hybrid:.1f} GiB" in note and f"{62 * 131072 * per_layer // 2**30} GiB" in note
+
+
+def _option(question: str, letter: str) -> str:
+    """Option ``letter`` of the notebook 09 question whose markdown opens with ``question``."""
+    text = _paragraph(_source("09_interview_prep"), question, until="\n# %%")
+    return re.search(rf"- \({letter}\) (.*?)(?= - \(|$)", text).group(1)
+
+
+def test_every_subsection_of_09_is_a_level_three_heading():
+    """09 §5.9 and §5.10 lost jupytext's ``# `` and rendered one level up, beside §5 and §6."""
+    source = _source("09_interview_prep")
+    assert not re.search(r"^###? \d", source, re.M)
+    for number in ("5.9", "5.10"):
+        assert re.search(rf"^# ### {re.escape(number)} · ", source, re.M), number
+
+
+def test_the_renumbering_aside_follows_the_last_rope_cache_option():
+    """09 §5.6 is read aloud as a follow-up: an aside between two options splits the list."""
+    text = _paragraph(_source("09_interview_prep"), "### 5.6 · RoPE and the cache", "\n# %%")
+    assert text.index("- (d)") < text.index("renumber")
+
+
+def test_the_window_cache_row_points_to_where_notebook_08_counts_it():
+    """09 §7: the rolling cache's bytes are Exercise 8 of notebook 08 §7."""
+    row = next(
+        line
+        for line in _source("09_interview_prep").splitlines()
+        if line.startswith("# | `test_numbers_window_cache_bytes`")
+    )
+    assert "notebook 08 §7" in row
+    assert re.search(r"^# ## 7 · What a token costs", _source("08_long_context"), re.M)
+
+
+def test_dynamic_ntk_is_said_with_the_scale_it_uses():
+    """09 §5.9 and its flashcard gave static NTK's base only; dynamic NTK (the graded exercise of
+    08) puts s·L_now/L − (s − 1) in place of s."""
+    s, L, now, hs = 4.0, 4096, 16384, 128
+    dynamic, _ = nb08_rope_scaling.expected("dynamic", hs, 10000.0, s, L, now, 32.0, 1.0)
+    scale = s * now / L - (s - 1)
+    ntk = 10000.0 * scale ** (hs / (hs - 2))
+    theta = ntk ** -(torch.arange(0, hs, 2, dtype=torch.float64) / hs)
+    torch.testing.assert_close(dynamic, theta)
+    formula = "s·L_now/L − (s − 1)"
+    assert formula in _option("**Stretching RoPE.**", "b")
+    card = next(card for card in DECK if card.id == "rope_scaling")
+    assert formula in card.back
+
+
+def test_keys_cached_at_an_older_base_break_the_relative_property():
+    """09 §5.9, dynamic NTK and the cache: a key rotated at the old base and a query at the new
+    one score by more than their distance, so the cache would need re-rotating."""
+
+    def rotate(x, pos, inv_freq):  # x (hs,), pairs of neighbouring features
+        angle = pos * inv_freq  # (hs/2,)
+        a, b = x[0::2], x[1::2]
+        return torch.stack(
+            (a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()), -1
+        )
+
+    hs, gen = 64, torch.Generator().manual_seed(0)
+    old, _ = nb08_rope_scaling.expected("dynamic", hs, 10000.0, 4.0, 4096, 4096, 32.0, 1.0)
+    new, _ = nb08_rope_scaling.expected("dynamic", hs, 10000.0, 4.0, 4096, 8192, 32.0, 1.0)
+    q, k = torch.randn(2, hs, generator=gen, dtype=torch.float64)  # (hs,) each
+    same = rotate(q, 6000, new).flatten() @ rotate(k, 5000, new).flatten()
+    shifted = rotate(q, 1000, new).flatten() @ rotate(k, 0, new).flatten()
+    mixed = rotate(q, 6000, new).flatten() @ rotate(k, 5000, old).flatten()
+    torch.testing.assert_close(same, shifted)  # one base: the distance alone counts
+    assert not torch.isclose(mixed, same, rtol=1e-3)
+    option = _option("**Dynamic NTK and the cache.**", "d")
+    assert "base they were written at" in option and "re-rotating" in option
+
+
+def test_masking_after_the_softmax_lets_the_future_in():
+    """09 §2.10: zeroing the future's weights after the softmax still lets the future scores
+    set every row's sum, so the output and its gradients depend on the future."""
+    T, gen = 5, torch.Generator().manual_seed(0)
+    scores = torch.randn(T, T, generator=gen, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(T, 3, generator=gen, dtype=torch.float64)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    after = (scores.softmax(-1) * causal) @ v  # (T, 3)
+    after[0].sum().backward()
+    assert scores.grad[0, 1:].abs().min() > 0  # query 0 depends on every future score
+    option = _option("### 2.10 · Masking after the softmax", "b")
+    assert "future scores" in option and "reach the output" in option
+    note = nb09_interview.CHOICES["mask_after_softmax"].notes["b"]
+    assert "leaks into the output and its gradients" in note
+
+
+def test_decoding_from_the_latent_is_near_compute_bound():
+    """09 §5.9, the follow-up to 08 §4's table: absorbed MLA decoding does about 242 FLOPs per
+    byte of cache, near the ~300 an H100 needs; GQA-8 does 8 and MHA 1."""
+    mla = 128 * 2 * (576 + 512) / (576 * 2)
+    gqa = 64 * 2 * (128 + 128) / (2 * 8 * 128 * 2)
+    assert (round(mla), gqa, round(989e12 / 3.35e12, -2)) == (242, 8, 300)
+    option = _option("**What decoding from the latent costs.**", "a")
+    assert f"About {round(mla)} FLOPs per byte" in option and "roughly 300" in option
+
+
+def test_the_sliding_window_statement_names_the_off_by_one():
+    """Interview ``sliding_window``: Mistral's paper counts p − W … p, one key more than the W
+    keys Hugging Face, vLLM and the course's oracle count; the statement says so."""
+    allowed = nb08_window.window_mask(6, 6, 3)  # (T, S): True = may attend
+    assert allowed.sum(-1).tolist() == [1, 2, 3, 3, 3, 3]
+    contract = PROBLEMS["sliding_window"].variants[0].task.contract
+    assert "p − W + 1 … p" in contract and "differ by one" in contract

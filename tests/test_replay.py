@@ -29,6 +29,8 @@ CORRECT = [
     for entry in catalogue.CORRECT
     if entry.check in catalogue.REPLAY
 ]
+
+
 def _one_learner_argument(check) -> bool:
     """``check(fn, *, seed, thorough)``: a check that also takes a tool of the notebook
     (``check_flash_function(FlashAttention, gradients_through)``) gets it from the test cell,

@@ -13,7 +13,7 @@ from ._core import fail, not_written
 #: Learner-importable names that would compute these answers. In the grading sandbox of any
 #: notebook whose test cells use these checks, they keep their names but raise.
 ANSWERS_IN_TOOLS: dict[str, str] = {
-    "autograder.tools.nb09_flashcards.DECK": (
+    "autograder.tools.nb09_deck.DECK": (
         "quiz q1 and q3 in words, and the 5·nh + 1 and 6 of the matmul predictions"
     ),
     "autograder.tools.nb09_flashcards.deck_markdown": "prints DECK",

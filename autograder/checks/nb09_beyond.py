@@ -151,6 +151,35 @@ BEYOND_CHOICES = {
         },
         frozenset({"64d29a98fec9c2e6"}),
     ),
+    "mla_intensity": (
+        {
+            "a": "128 heads × 2 × (576 + 512) = 278,528 FLOPs on 1,152 bytes is about 242 FLOPs "
+            "per byte, close to the ~295 an H100 needs, so absorbed MLA decoding is nearly "
+            "compute-bound and its many heads add little time",
+            "b": "a byte read once can still serve many heads: every one of the 128 heads uses "
+            "each cached latent number, so the ratio is far above 1",
+            "c": "folding W_UK and W_UV away removes the up-projections' arithmetic, yet 128 heads "
+            "still score and average the whole latent: more FLOPs per byte than GQA, not fewer",
+            "d": "multi-head attention is the one at 1 FLOP per byte (each cached number serves "
+            "one head); MLA's 128 heads all reuse the same latent",
+        },
+        frozenset({"7a050aca14b1179a"}),
+    ),
+    "mla_tensor_parallel": (
+        {
+            "a": "a GQA cache splits by key/value heads, but every MLA head reads all 512 "
+            "numbers of the latent: no GPU can keep only a part of it",
+            "b": "every head reads the whole latent, so every GPU keeps a full copy, as with "
+            "MQA's single key/value head: the cache per GPU does not shrink with more GPUs, "
+            "which is why serving stacks run MLA's attention data-parallel",
+            "c": "the latent is the cache; splitting it and gathering it before every step "
+            "would move the whole cache between GPUs at every token, the traffic the latent "
+            "was meant to save",
+            "d": "tensor parallelism does run MLA: the up-projections split by heads like any "
+            "other projection; the latent is what cannot be split",
+        },
+        frozenset({"2f97ec7a222a3fa1"}),
+    ),
     "rope_scaling": (
         {
             "a": "NTK-aware scaling changes the base, not the positions; dividing the positions "
@@ -158,13 +187,27 @@ BEYOND_CHOICES = {
             "b": "position interpolation divides every position by s, slowing all frequencies "
             "alike (the fastest lose resolution); NTK-aware scaling raises the base to "
             "b·s^(d/(d−2)), leaving the fastest pairs almost as they were and stretching the "
-            "slowest by about s; YaRN interpolates per pair with a ramp (fast pairs untouched, "
+            "slowest by about s (dynamic NTK puts s·L_now/L − (s − 1) in place of s, so the base "
+            "grows with the text); YaRN interpolates per pair with a ramp (fast pairs untouched, "
             "slow ones interpolated) and multiplies q and k by 0.1·ln s + 1 to sharpen the softmax",
             "c": "all three change the angles of existing pairs; none adds dimensions or heads",
             "d": "YaRN scales the attention logits by a temperature as well; it is not only a "
             "different base",
         },
         frozenset({"bcdb5c473ea0c5a0"}),
+    ),
+    "dynamic_ntk_cache": (
+        {
+            "a": "the new base is a formula of the current length, known as soon as the token "
+            "arrives; nothing waits for the end of the prompt",
+            "b": "the rotation never touches the values; only queries and keys are rotated",
+            "c": "one rotated key per position is cached whatever the base; the trouble is that "
+            "its rotation is out of date, not that there are several",
+            "d": "the cached keys keep the rotations of the base they were written at, while "
+            "new queries use the current one, so the angles no longer follow one base; "
+            "re-rotating every cached key whenever the base moves costs a pass over the cache",
+        },
+        frozenset({"af6c88efb0e11981"}),
     ),
     "alibi": (
         {

@@ -178,7 +178,7 @@ MLA = Problem(
             course_check(mla.check_absorbed_mla_memory, _packed),
         ),
     ),
-    ("mla_absorb", "gqa_tradeoff"),
+    ("mla_absorb", "mla_intensity", "mla_tensor_parallel"),
     written=("mla_absorb", "kv_cache_cost"),
     numeric=("mla_deepseek_v3",),
     box_minutes=30,

@@ -40,8 +40,9 @@ def _window_task(name: str, signature: str, contract: str, adapt, inverted: str 
 
 _WINDOW = (
     "A window of `window` = W keys: the query at position p sees the keys at p − W + 1 … p, "
-    "itself included (Mistral's convention). The `T` queries are the **last** T of the `S` "
-    "positions (a cache holds the first S − T)."
+    "itself included, as Hugging Face and vLLM count it (Mistral's paper writes p − W … p, one "
+    "key more: conventions differ by one, so say which you use). The `T` queries are the "
+    "**last** T of the `S` positions (a cache holds the first S − T)."
 )
 
 SLIDING_WINDOW = Problem(
@@ -96,7 +97,7 @@ SLIDING_WINDOW = Problem(
         (course_check(window.check_rolling_cache_update, lambda fn: fn),),
         (window.UPDATE,),
     ),
-    ("sliding_window", "attention_sinks", "complexity"),
+    ("sliding_window", "ring_buffer", "attention_sinks"),
     written=("window_reach", "sinks_why"),
     numeric=("mistral_window",),
     box_minutes=15,

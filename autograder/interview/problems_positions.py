@@ -202,7 +202,7 @@ ROPE_SCALING = Problem(
         ),
         (scaling.PARAMS,),
     ),
-    ("rope_scaling", "rope_cache"),
+    ("rope_scaling", "dynamic_ntk_cache", "rope_cache"),
     written=("rope_scaling_why", "rope_relative"),
     numeric=("rope_wavelength",),
     box_minutes=20,

@@ -519,10 +519,11 @@ check_choice("sqrt_dk", answer_sqrt_dk)
 #
 # - (a) Yes: the future keys end up with exactly zero weight, so nothing from the future leaks into
 #   the output, and stopping that leak is all a causal mask has to achieve.
-# - (b) No: the future keys still took part in the normalisation, so rows sum to less than 1, each
-#   by its own amount. Fill masked scores with `-inf` before the softmax.
+# - (b) No: the future keys still took part in the normalisation, so each row sums to less than
+#   1 by an amount the future scores set, and through it they still reach the output. Fill masked
+#   scores with `-inf` before the softmax.
 # - (c) Yes, provided the same mask is also applied to the values, so that the future tokens add
-#   nothing to the weighted sum either.
+#   nothing to the weighted sum either and no path is left from a future token to the output.
 # - (d) No, because with a mask the softmax has to be taken over the query axis.
 
 # %% nbgrader={"grade": false, "grade_id": "choice_mask_after_softmax", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -1475,7 +1476,7 @@ check_causal_gqa_live(causal_gqa_live, seed=1, thorough=True)
 print(live_timer.text() if "live_timer" in globals() else "Run the timer cell before you start.")
 
 # %% [markdown]
-### 5.9 · Beyond GQA: the cache and positions at long context
+# ### 5.9 · Beyond GQA: the cache and positions at long context
 #
 # Notebook 08 built the caches and position schemes of 2024–2026 models. The follow-ups an
 # interviewer asks about them:
@@ -1555,6 +1556,56 @@ answer_mla_bytes_per_token = 61 * (512 + 64) * 2  # layers, latent + RoPE key, b
 check_number("mla_bytes_per_token", answer_mla_bytes_per_token)
 
 # %% [markdown]
+# **What decoding from the latent costs.** At one decoding step, for each cached position and
+# layer, DeepSeek-V3's absorbed attention reads the 576 cached bf16 numbers (1,152 bytes); each of
+# its 128 heads scores its query against all 576 and averages 512 of them into its output. Which
+# is right?
+#
+# - (a) About 242 FLOPs per byte read, near the roughly 300 an H100 needs to stay busy: MLA
+#   decoding is close to compute-bound, and its many heads cost little extra time.
+# - (b) Decoding reads every cached number once and uses it once, so MLA, like all attention at
+#   decode time, does about 1 FLOP per byte and waits on memory whatever its head count.
+# - (c) Absorbing `W_UK` and `W_UV` removes the arithmetic of the up-projections, so MLA does fewer
+#   FLOPs per cached byte than GQA does, and decodes even more memory-bound than GQA.
+# - (d) The latent is smaller than GQA's keys and values, so MLA reads fewer bytes per step, but
+#   its FLOPs per byte stay those of multi-head attention: 1.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_mla_intensity", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_mla_intensity = None  # one letter
+### BEGIN SOLUTION
+answer_mla_intensity = "a"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_mla_intensity", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_mla_intensity: FLOPs per byte of MLA's absorbed decoding."""
+check_choice("mla_intensity", answer_mla_intensity)
+
+# %% [markdown]
+# **MLA across GPUs.** DeepSeek-V3's attention is split by heads over 8 GPUs, 16 heads each, the
+# tensor parallelism that divides a GQA cache by key/value heads. What happens to each GPU's latent
+# cache?
+#
+# - (a) It shrinks 8 times, as a GQA cache does: each GPU keeps the latent dimensions its own 16
+#   heads read.
+# - (b) Every head reads the whole latent, so every GPU keeps all of it, as with MQA's single
+#   key/value head: the cache per GPU does not shrink.
+# - (c) The latent is cut into 8 slices of 64 numbers, one per GPU, and the GPUs gather the slices
+#   before each attention step, so the cache per GPU is 8 times smaller at the price of one
+#   all-gather per layer.
+# - (d) Nothing: tensor parallelism cannot run MLA at all, because its up-projections cannot be
+#   split by heads.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_mla_tensor_parallel", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_mla_tensor_parallel = None  # one letter
+### BEGIN SOLUTION
+answer_mla_tensor_parallel = "b"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_mla_tensor_parallel", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_mla_tensor_parallel: MLA's latent cache under tensor parallelism."""
+check_choice("mla_tensor_parallel", answer_mla_tensor_parallel)
+
+# %% [markdown]
 # **Stretching RoPE.** A model trained on 4,096 tokens is run on 16,384 (`s = 4`). Which
 # describes the three common fixes?
 #
@@ -1563,6 +1614,7 @@ check_number("mla_bytes_per_token", answer_mla_bytes_per_token)
 #   fastest lose resolution); NTK-aware scaling raises the base to `b·s^(d/(d−2))`, leaving the
 #   fastest pairs almost as they were and stretching the slowest by about `s`; YaRN interpolates
 #   per pair with a ramp and multiplies `q` and `k` by `0.1·ln s + 1` to sharpen the softmax.
+#   (Dynamic NTK puts `s·L_now/L − (s − 1)` in place of `s`, for the current length `L_now`.)
 # - (c) All three add frequency pairs, so that the longer positions get angles of their own.
 # - (d) YaRN is NTK-aware scaling with a larger base, nothing more.
 
@@ -1575,6 +1627,28 @@ answer_rope_scaling = "b"
 # %% nbgrader={"grade": true, "grade_id": "test_choice_rope_scaling", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 """answer_rope_scaling: what each RoPE scaling does to the frequencies."""
 check_choice("rope_scaling", answer_rope_scaling)
+
+# %% [markdown]
+# **Dynamic NTK and the cache.** Dynamic NTK scaling recomputes RoPE's base from the current
+# length once the text grows past the trained one. Why does it sit badly with a KV cache?
+#
+# - (a) Its base depends on the length of the text, which is not known until the prompt has been
+#   read to its very end, so no key can be rotated or cached until the whole prompt has arrived.
+# - (b) The base changes the values too, so every cached value must be recomputed at each step.
+# - (c) Each cached key has to be stored once for every base it has been rotated at, so the cache
+#   grows with each change of base as well as with each token.
+# - (d) Cached keys keep the rotations of the base they were written at while new queries use the
+#   current base; re-rotating them all whenever the base moves costs a pass over the cache.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_dynamic_ntk_cache", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_dynamic_ntk_cache = None  # one letter
+### BEGIN SOLUTION
+answer_dynamic_ntk_cache = "d"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_dynamic_ntk_cache", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_dynamic_ntk_cache: why a base that moves sits badly with cached keys."""
+check_choice("dynamic_ntk_cache", answer_dynamic_ntk_cache)
 
 # %% [markdown]
 # **ALiBi** (Press et al., 2022; BLOOM, MPT). Which is right?
@@ -1598,7 +1672,7 @@ answer_alibi = "b"
 check_choice("alibi", answer_alibi)
 
 # %% [markdown]
-### 5.10 · The Llama block and FlashAttention's backward pass
+# ### 5.10 · The Llama block and FlashAttention's backward pass
 #
 # **RMSNorm or LayerNorm?** (Notebook 02 §12 built it.)
 #
@@ -1733,9 +1807,10 @@ else:
 # | `test_numbers_prefill_intensity`, `test_numbers_decode_intensity` | section 5.4 here (arithmetic intensity is taught there) and notebook 04 §1 and §6 (what decoding reads; decoding measured) |
 # | `test_choice_sliding_window`, `test_choice_attention_sinks` | notebook 08 §1 and §3 (sliding-window attention; attention sinks), notebook 03 (masks decide what a query reads) and notebook 07 §1–4 (first-token heads) |
 # | `test_choice_rope_cache` | notebook 04 §8 (RoPE and the KV cache; positions as an input) and notebook 08 §2 (positions stay absolute in a rolling cache) |
-# | `test_numbers_window_cache_bytes`, `test_choice_ring_buffer` | notebook 08 §1–2 (sliding-window attention; decoding with a rolling KV cache) and notebook 04 §1 (what generation keeps in memory) |
+# | `test_numbers_window_cache_bytes`, `test_choice_ring_buffer` | notebook 08 §1–2 (sliding-window attention; decoding with a rolling KV cache), notebook 08 §7 (cache bytes per token, a window's included) and notebook 04 §1 (what generation keeps in memory) |
 # | `test_choice_mla_absorb`, `test_numbers_mla_bytes_per_token` | notebook 08 §4 (multi-head latent attention: absorbing the up-projections; DeepSeek-V3's cache per token) and §7 (cache bytes per token) |
-# | `test_choice_rope_scaling` | notebook 08 §5 (long-context RoPE: interpolation, NTK and YaRN) |
+# | `test_choice_mla_intensity`, `test_choice_mla_tensor_parallel` | notebook 08 §4 (what decoding reads and what it computes; the latent under tensor parallelism) and section 5.4 here (arithmetic intensity) |
+# | `test_choice_rope_scaling`, `test_choice_dynamic_ntk_cache` | notebook 08 §5 (long-context RoPE: interpolation, NTK and YaRN; a base that moves and the cache) |
 # | `test_choice_alibi` | notebook 08 §6 (ALiBi: a bias instead of a rotation) |
 # | `test_choice_rmsnorm`, `test_choice_swiglu_width`, `test_numbers_swiglu_params` | notebook 02 §12 (the Llama-style block: RMSNorm and SwiGLU, the width and the count) |
 # | `test_choice_pre_ln`, `test_choice_dropout_where` | notebook 02 §10–11 (attention dropout; a pre-LN block) |
@@ -1763,7 +1838,9 @@ else:
 #   the residual path clean and dropout sits on the weights and the branches.
 # - **Beyond GQA:** a rolling cache holds `W` positions in a ring and rotates keys at their
 #   absolute positions; MLA caches a latent plus a small RoPE key and folds its up-projections
-#   into the query and output; PI scales positions, NTK the base, YaRN each pair with a ramp;
+#   into the query and output, which makes its decoding nearly compute-bound and its cache whole
+#   on every GPU; PI scales positions, NTK the base (dynamic NTK by a length that moves, which
+#   cached keys do not follow), YaRN each pair with a ramp;
 #   ALiBi biases scores by distance with geometric per-head slopes; RMSNorm drops the mean and
 #   the shift, SwiGLU's three matrices take `2/3 · 4C`; FlashAttention's backward remakes `P`
 #   from the saved log-sum-exp and needs one `D` per query.
