@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from autograder import paths
-from autograder.checks import nb08_alibi, nb08_rope_scaling, nb08_window, nb09_interview
+from autograder.checks import _masks, nb08_alibi, nb08_rope_scaling, nb09_interview
 from autograder.interview.bank import PROBLEMS
 from autograder.tools.nb09_deck import DECK
 
@@ -224,7 +224,7 @@ def test_decoding_from_the_latent_is_near_compute_bound():
 def test_the_sliding_window_statement_names_the_off_by_one():
     """Interview ``sliding_window``: Mistral's paper counts p − W … p, one key more than the W
     keys Hugging Face, vLLM and the course's oracle count; the statement says so."""
-    allowed = nb08_window.window_mask(6, 6, 3)  # (T, S): True = may attend
+    allowed = _masks.window_mask(6, 6, 3)  # (T, S): True = may attend
     assert allowed.sum(-1).tolist() == [1, 2, 3, 3, 3, 3]
     contract = PROBLEMS["sliding_window"].variants[0].task.contract
     assert "p − W + 1 … p" in contract and "differ by one" in contract
