@@ -187,9 +187,10 @@ def tiled_flash1(q, k, v, block_size=64, causal=False):
     return O_i.to(q.dtype)
 
 
-def tiled_padded(q, k, v, block_size=64, causal=False):
+def tiled_padded(q, k, v, block_size=64, causal=False, return_lse=False):
     """K and V padded with ``F.pad`` to whole blocks, so every tile has ``block_size`` keys; the
-    padded keys are masked out with the future ones."""
+    padded keys are masked out with the future ones. With ``return_lse``, also each query's
+    log-sum-exp ``m + log l`` (``-inf`` where no key is allowed), as notebook 06 asks."""
     B, nh, T, hs = q.shape
     S = k.shape[-2]
     extra = -S % block_size
@@ -210,7 +211,8 @@ def tiled_padded(q, k, v, block_size=64, causal=False):
         l_i = l_i * alpha + p.sum(-1, keepdim=True)
         acc = acc * alpha + p @ vb  # (B, nh, T, hs)
         m = m_new
-    return torch.where(l_i > 0, acc / l_i, 0.0)
+    out = torch.where(l_i > 0, acc / l_i, 0.0)
+    return (out, (m + torch.log(l_i)).squeeze(-1)) if return_lse else out
 
 
 CORRECT_TILED = {
