@@ -34,6 +34,7 @@ from autograder import paths
 from autograder.grader import cell_limits
 from autograder.grader.feedback import (
     ClassroomFeedback,
+    FeedbackExporter,
     HideHiddenTests,
     Sanitize,
     validation_hooks,
@@ -76,6 +77,7 @@ def apply_common(c: Config) -> Config:
     c.IgnorePattern.enabled = True
     c.IgnorePattern.pattern = r"[\s\S]"
     c.GenerateFeedback.preprocessors = feedback_preprocessors(classroom=False)
+    c.GenerateFeedback.exporter_class = FeedbackExporter
     validation_hooks(c)
     return c
 

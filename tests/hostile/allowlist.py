@@ -159,7 +159,9 @@ def kv_cache_bytes(num_layers, num_kv_heads, head_dim, seq_len, batch_size=1, by
     return _on_a_thread(lambda: torch.empty(shape, dtype=torch.uint8, device="meta").nbytes)
 """
 
-# FlopCounterMode without its name: the module path in pieces, resolved by pkgutil.
+# FlopCounterMode without its name: the module path in pieces, resolved by pkgutil; on the meta
+# device, as the check itself counts (on real tensors the grader's large sizes cost the class
+# run about 25 CPU-s, and ran out of memory).
 FLOPS_BY_NAME = """import pkgutil
 
 _PATH = ".".join(["torch", "utils", "flop" + "_counter"])
@@ -168,10 +170,10 @@ _COUNTER = pkgutil.resolve_name(_PATH + ":Flop" + "CounterMode")
 
 def _measured_flops(B, T, C, nh):
     def compute():
-        mha = nn.MultiheadAttention(C, nh, batch_first=True)
+        mha = nn.MultiheadAttention(C, nh, batch_first=True, device="meta")
         counter = _COUNTER(display=False)
         with torch.no_grad(), counter:
-            x = torch.randn(B, T, C)
+            x = torch.randn(B, T, C, device="meta")
             q, k, v = (torch.nn.functional.linear(x, w) for w in mha.in_proj_weight.chunk(3))
             q, k, v = (t.view(B, T, nh, C // nh).transpose(1, 2) for t in (q, k, v))
             out = (q @ k.transpose(-2, -1)).softmax(-1) @ v  # (B, nh, T, hs)
