@@ -4,7 +4,7 @@ A public ``check_*`` function of a notebook's check module needs a right impleme
 passes (``CORRECT``) and a classic mistake it names (``MISTAKES``) in ``tests/mistakes``, or is
 quiz-type: it grades a constant the learner sets (a letter, a number), and its right and wrong
 answers are tested in the file named below. A check's name is unique across the modules, because
-the grader finds a test cell's check by name alone (``replay.cells.find_check``).
+the grader finds a test cell's check by name alone (``checks.registry.find_check``).
 """
 
 from __future__ import annotations
