@@ -430,3 +430,19 @@ ANSWERS |= MORE_ANSWERS
 ANSWERS[("sink_cache", "extension")] = ANSWERS[("sliding_window", "extension")]  # shared
 ANSWERS[("debug_module", "extension")] = ANSWERS[("causal_mha", "extension")]
 WRONG += MORE_WRONG
+
+
+# One attempt's answer cell for the ``attention`` problem, written without the 1/sqrt(d_k), and
+# the same cell put right: what a candidate's first and second runs hold.
+UNSCALED_CELL = """
+import math, torch
+def attention(q, k, v, bias=None):
+    scores = q @ k.transpose(-2, -1)  # the 1/sqrt(d_k) is missing
+    if bias is not None:
+        scores = scores + bias
+    weights = torch.softmax(scores, -1).nan_to_num(0.0)
+    return weights @ v, weights
+"""
+SCALED_CELL = UNSCALED_CELL.replace(
+    "q @ k.transpose(-2, -1)", "q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])"
+)

@@ -12,6 +12,7 @@ import time
 
 import nbformat
 import pytest
+from interview_answers import SCALED_CELL, UNSCALED_CELL
 
 from autograder import paths
 from autograder.checks import CheckFailure
@@ -21,16 +22,6 @@ from autograder.interview.session import Interview
 from autograder.interview.task import Task, course_check, outcome
 from autograder.interview.written import WRITTEN
 
-WRONG = """
-import math, torch
-def attention(q, k, v, bias=None):
-    scores = q @ k.transpose(-2, -1)  # the 1/sqrt(d_k) is missing
-    if bias is not None:
-        scores = scores + bias
-    weights = torch.softmax(scores, -1).nan_to_num(0.0)
-    return weights @ v, weights
-"""
-RIGHT = WRONG.replace("q @ k.transpose(-2, -1)", "q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])")
 SAID = (
     "The dot product sums d_k terms, so its variance grows with the head size; large scores "
     "saturate the softmax and its gradients vanish."
@@ -55,7 +46,7 @@ def test_a_run_says_only_pass_or_fail_and_which_case(attempt, capsys, one_thread
     session, record = attempt
     assert record["mode"] == "interviewer" and record["spoken"] == {}
     with pytest.raises(CheckFailure) as failure:
-        session.run_tests(_defined(WRONG))
+        session.run_tests(_defined(UNSCALED_CELL))
     said = str(failure.value)
     assert said.startswith("✗ Fail: visible case 1 of 3") and "√d_k" not in said, said
     with pytest.raises(CheckFailure, match="after your clean pass"):
@@ -63,7 +54,7 @@ def test_a_run_says_only_pass_or_fail_and_which_case(attempt, capsys, one_thread
     session.hint()
     assert "divide the scores by √d_k" in capsys.readouterr().out
     assert session.record()["hints"] == 1
-    session.run_tests(_defined(RIGHT))
+    session.run_tests(_defined(SCALED_CELL))
     assert "✓ Every test passes" in capsys.readouterr().out
     done = session.record()
     assert done["runs"] == 2 and done["visible_pass_s"] is not None
@@ -106,7 +97,7 @@ def test_when_the_box_ends_runs_diagnose_and_the_debrief_opens(attempt, one_thre
     scorecard.update(session.folder, session.id, lambda r: r.update(created=time.time() - over))
     session = Interview(record["id"], session.folder)
     with pytest.raises(CheckFailure, match="√d_k"):
-        session.run_tests(_defined(WRONG))
+        session.run_tests(_defined(UNSCALED_CELL))
     assert "What the tests saw" in session.debrief_text()
 
 
@@ -115,7 +106,7 @@ def test_follow_ups_are_said_in_words_then_ticked_and_estimated(attempt, capsys,
     (question,), (estimate,) = record["written"], record["numeric"]
     with pytest.raises(CheckFailure):  # not before the pass
         session.debrief_text()
-    session.run_tests(_defined(RIGHT))
+    session.run_tests(_defined(SCALED_CELL))
     with pytest.raises(CheckFailure, match="Answer first"):
         session.covered(question, 1)
     with pytest.raises(CheckFailure, match="a few sentences"):
@@ -141,7 +132,7 @@ def test_follow_ups_are_said_in_words_then_ticked_and_estimated(attempt, capsys,
 def test_an_estimate_outside_the_tolerance_is_off(attempt, capsys, one_thread):
     session, record = attempt
     (estimate,) = record["numeric"]
-    session.run_tests(_defined(RIGHT))
+    session.run_tests(_defined(SCALED_CELL))
     session.estimate(estimate, NUMERIC[estimate].answer * 1.5)
     assert "Off" in capsys.readouterr().out
     assert session.record()["numeric"][estimate]["right"] is False
@@ -158,7 +149,7 @@ def test_the_model_answers_are_away_during_an_attempt(tmp_path, monkeypatch, one
     assert not any(answers.glob("*.ipynb"))
     assert not lab_launcher.sync_model_answers()  # make lab during the attempt: still away
     assert not any(answers.glob("*.ipynb"))
-    Interview(record["id"], path.parent).run_tests(_defined(RIGHT))  # the pass: the debrief
+    Interview(record["id"], path.parent).run_tests(_defined(SCALED_CELL))  # the pass: the debrief
     assert any(answers.glob("*.ipynb"))
 
 
@@ -196,7 +187,7 @@ def test_a_coach_cannot_open_the_model_answers_before_the_pass(tmp_path, monkeyp
     with pytest.raises(CheckFailure, match="after your clean pass"):
         session.debrief()
     with pytest.raises(CheckFailure, match="√d_k"):  # the coach names the mistake
-        session.run_tests(_defined(WRONG))
+        session.run_tests(_defined(UNSCALED_CELL))
     assert not any(answers.glob("*.ipynb"))
-    session.run_tests(_defined(RIGHT))
+    session.run_tests(_defined(SCALED_CELL))
     assert any(answers.glob("*.ipynb")) and session.record()["debriefed"]

@@ -13,7 +13,7 @@ import re
 import nbformat
 import pytest
 import torch
-from interview_answers import ANSWERS, WRONG, window_mask
+from interview_answers import ANSWERS, SCALED_CELL, UNSCALED_CELL, WRONG, window_mask
 from mistakes import attention, cross, dropout, gqa, interview, masking, rope
 
 from autograder.checks.nb09_interview import CHOICES, check_choice
@@ -207,16 +207,6 @@ def _outputs_text(cell) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(parts))
 
 
-WRONG = """
-import math, torch
-def attention(q, k, v, bias=None):
-    scores = q @ k.transpose(-2, -1)  # the 1/sqrt(d_k) is missing
-    if bias is not None:
-        scores = scores + bias
-    weights = torch.softmax(scores, -1).nan_to_num(0.0)
-    return weights @ v, weights
-"""
-RIGHT = WRONG.replace("q @ k.transpose(-2, -1)", "q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])")
 SCOPE = """print(*sorted(
     name for name in globals()
     if not name.startswith("_") and name not in ("In", "Out", "get_ipython", "exit", "quit", "open")
@@ -264,12 +254,12 @@ def test_one_attempt_end_to_end_in_a_kernel(tmp_path, monkeypatch):
         client.execute_cell(tests, 3)  # Run All reaches the test cell before any answer
         assert "`attention` is not defined yet" in _outputs_text(tests)
         assert _outputs_text(client.execute_cell(scope, 7)).split() == ["Interview", "interview"]
-        answer.source = WRONG
+        answer.source = UNSCALED_CELL
         client.execute_cell(answer, 2)
         client.execute_cell(tests, 3)
         assert "divide the scores by √d_k" in _outputs_text(tests)
         assert "first passed" not in _outputs_text(client.execute_cell(shown, 6))
-        answer.source = RIGHT
+        answer.source = SCALED_CELL
         client.execute_cell(answer, 2)
         client.execute_cell(tests, 3)
         passed = _outputs_text(tests)
