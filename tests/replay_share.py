@@ -14,6 +14,7 @@ Run: ``.venv/bin/python tests/replay_share.py [catalogue ...]`` (from the reposi
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections import Counter
 from pathlib import Path
@@ -28,9 +29,22 @@ from autograder.grader.verify import cells, remote  # noqa: E402
 ALLOWED = operators.DEFAULT | operators.SDPA | operators.MODEL
 
 
+def _tools(check) -> dict:
+    """The check's positional parameters after the learner's function, with their defaults: the
+    notebook's tools a test cell names (``check_flash_function(FlashAttention,
+    gradients_through)``), globals of the learner's kernel like any other."""
+    try:
+        parameters = list(inspect.signature(check).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return {}
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    return {p.name: p.default for p in parameters if p.kind is kind}
+
+
 def outcome(entry) -> tuple[str, str]:
     """What verifying one correct implementation under its check's hidden run gives."""
-    kernel = cells.InProcessKernel({"fn": entry.impl})
+    tools = _tools(entry.check)  # a notebook tool the test cell passes too (gradients_through)
+    kernel = cells.InProcessKernel({"fn": entry.impl, **tools})
     run = dict(HIDDEN) if HIDDEN in entry.runs or not entry.runs else dict(entry.runs[-1])
     name = getattr(entry.check, "__name__", "")
     try:
@@ -39,7 +53,8 @@ def outcome(entry) -> tuple[str, str]:
             return "not verifiable", registry.unverifiable(name)
     except ValueError:  # a catalogue's wrapper around a check
         allowed = ALLOWED
-    verdict = cells.verify_check(entry.check, [remote.Learner("fn")], run, kernel, allowed)
+    learners = [remote.Learner(n) for n in ("fn", *tools)]
+    verdict = cells.verify_check(entry.check, learners, run, kernel, allowed)
     if verdict.status == "unverified" and "replay" in verdict.message:
         return "cannot replay", verdict.message
     return verdict.status, verdict.message
