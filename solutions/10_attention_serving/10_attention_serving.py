@@ -22,6 +22,11 @@
 # 1. Write new tokens into a block pool through a sequence's block table, and attend over the
 #    blocks, proven equal to attention over the contiguous cache (exercises 1-2); then measure
 #    what contiguous preallocation wastes.
+# 2. SECTION-2-INTRO (prefix caching)
+# 3. SECTION-3-INTRO (continuous batching over packed sequences)
+# 4. SECTION-4-INTRO (chunked prefill)
+# 5. SECTION-5-INTRO (split-KV decoding)
+# 6. SECTION-6-INTRO (speculative decoding's verification)
 #
 # **How this notebook is graded.** Each exercise is a function you complete in place of
 # `raise NotImplementedError()`. The locked cell after it checks your code and names the likely
@@ -212,3 +217,28 @@ plt.show()
 # vLLM's paper measured 60-80% of the cache wasted by contiguous allocation in earlier
 # systems, and under 4% with blocks of 16. The block size is a trade: small blocks waste less,
 # large ones make fewer, longer reads for the kernel and shorter tables.
+
+# %% [markdown]
+# ## 2 · Prefix caching
+#
+# SECTION-2-BODY: replaced by the section's author.
+
+# %% [markdown]
+# ## 3 · Continuous batching over packed sequences
+#
+# SECTION-3-BODY: replaced by the section's author.
+
+# %% [markdown]
+# ## 4 · Chunked prefill
+#
+# SECTION-4-BODY: replaced by the section's author.
+
+# %% [markdown]
+# ## 5 · Split-KV decoding
+#
+# SECTION-5-BODY: replaced by the section's author.
+
+# %% [markdown]
+# ## 6 · Speculative decoding's verification
+#
+# SECTION-6-BODY: replaced by the section's author.
