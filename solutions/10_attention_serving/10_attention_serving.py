@@ -22,8 +22,12 @@
 # 1. Write new tokens into a block pool through a sequence's block table, and attend over the
 #    blocks, proven equal to attention over the contiguous cache (exercises 1-2); then measure
 #    what contiguous preallocation wastes.
-# 2. SECTION-2-INTRO (prefix caching)
-# 3. SECTION-3-INTRO (continuous batching over packed sequences)
+# 2. Let sequences that start with the same prompt share its blocks: chained hashes of full
+#    blocks find a cached prefix, reference counts and copy-on-write keep the sharing safe
+#    (exercises 3-4); then count the memory and prefill FLOPs a shared system prompt saves.
+# 3. Pack sequences of different lengths into one tensor with `cu_seqlens`, FlashAttention's
+#    varlen layout, and attend within each sequence (exercises 5-6); then simulate continuous
+#    batching against static batching.
 # 4. SECTION-4-INTRO (chunked prefill)
 # 5. SECTION-5-INTRO (split-KV decoding)
 # 6. SECTION-6-INTRO (speculative decoding's verification)
@@ -58,6 +62,9 @@ import torch
 import torch.nn.functional as F
 
 from autograder.checks.nb10_paged import check_paged_append, check_paged_attention
+from autograder.checks.nb10_prefix import check_block_hashes, check_cow_append
+from autograder.checks.nb10_varlen import check_pack, check_varlen_attention
+from autograder.tools.nb10_serving_sim import kv_slots, lognormal_lengths, simulate
 
 warnings.filterwarnings("ignore")
 torch.manual_seed(0)
@@ -195,14 +202,12 @@ check_paged_attention(paged_attention, seed=1, thorough=True)
 # 4096-token context: the share of reserved slots that hold no token, for each way.
 
 # %%
-lengths = torch.distributions.LogNormal(math.log(300), 1.0).sample((64,)).clamp(1, 4096).long()
-max_len = 4096
-block_sizes = [1, 8, 16, 32, 128, 512]
-used = int(lengths.sum())
-contiguous = len(lengths) * max_len
-paged = [int(((lengths + bs - 1) // bs * bs).sum()) for bs in block_sizes]
+# The count `python -m autograder.bench.serving` prints too (tools/nb10_serving_sim.py)
+max_len, block_sizes = 4096, [1, 8, 16, 32, 128, 512]
+lengths = lognormal_lengths(64, median=300, sigma=1.0, cap=max_len, seed=0)
+slots = kv_slots(lengths, max_len, block_sizes)
 labels = ["contiguous"] + [f"paged, bs={bs}" for bs in block_sizes]
-wasted = [100 * (1 - used / r) for r in [contiguous, *paged]]
+wasted = [slots.wasted(reserved) for reserved in [slots.contiguous, *slots.paged.values()]]
 fig, ax = plt.subplots(figsize=(7, 3))
 ax.barh(labels, wasted, color=["tab:red"] + ["tab:blue"] * len(block_sizes))
 ax.set_xlabel("% of reserved KV slots holding no token")
@@ -221,12 +226,376 @@ plt.show()
 # %% [markdown]
 # ## 2 · Prefix caching
 #
-# SECTION-2-BODY: replaced by the section's author.
+# Chats with one assistant start with the same system prompt; a few-shot template, a long
+# document asked several questions and the turns of one conversation repeat a prefix too. A
+# token's key and value depend on it and on the tokens before it only, so every request that
+# starts with the same tokens computes the same keys and values for them. A server that keeps
+# them computes the prefix once and lets the requests **share its blocks**. Two pieces make it
+# work: finding a prefix already in the pool (hashes of full blocks), and sharing blocks safely
+# (reference counts and copy-on-write).
+#
+# ### Finding a cached prefix: chained hashes of full blocks
+#
+# vLLM's automatic prefix caching names each **full** block by a hash of its tokens *and of its
+# parent's hash*:
+#
+# ```
+#  h_0 = hash((0, tuple(tokens[0 : bs])))            0 stands for "no parent"
+#  h_i = hash((h_{i-1}, tuple(tokens[i*bs : (i+1)*bs])))
+# ```
+#
+# Chained, `h_i` stands for the whole prefix up to the end of block `i`: the same tokens after
+# another prefix get another hash, as they should, since their keys and values differ (other
+# positions, other context in every layer below). A dictionary `hash -> block` then finds the
+# longest cached prefix of a new prompt: walk its hashes until one is missing. Only full blocks
+# get a hash: a partial block still changes as tokens arrive, so it is never shared this way.
+#
+# ### Exercise 3 · `block_hashes`
+#
+# **Difficulty** ●○○ · **Importance** ★★☆ (vLLM's `hash_block_tokens`) · **Time** ~10 min
+#
+# Given a list of token ids and the block size, return the list of hashes of the full blocks,
+# chained as above (`len(token_ids) // bs` of them). The test judges what a prefix cache needs,
+# not the values: the same first blocks hash the same whatever follows, a change in block `i`
+# changes hashes `i, i + 1, …` and no earlier one, and the same tokens after another prefix or in
+# another order hash differently. Python's `hash` of a tuple of ints is the same in every
+# process, so any chaining of `hash` over tuples like the one above passes.
+#
+# <details><summary>Hint</summary>
+#
+# Keep `parent = 0`; for each full block `i`, `parent = hash((parent, tuple(block)))` and append
+# it. `range(len(token_ids) // bs)` visits the full blocks only.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "block_hashes", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def block_hashes(token_ids: list[int], bs: int) -> list[int]:
+    """One int per full block of ``token_ids``: ``h_i = hash((h_{i-1}, block_i's tokens))``,
+    the first block's parent 0; the last block gets none unless it is full."""
+    ### BEGIN SOLUTION
+    hashes, parent = [], 0
+    for i in range(len(token_ids) // bs):
+        parent = hash((parent, tuple(token_ids[i * bs : (i + 1) * bs])))
+        hashes.append(parent)
+    return hashes
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_block_hashes", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""block_hashes: full blocks only, chained, equal for equal prefixes, order and prefix matter."""
+check_block_hashes(block_hashes)
+### BEGIN HIDDEN TESTS
+check_block_hashes(block_hashes, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Sharing blocks: reference counts and copy-on-write
+#
+# Once blocks are shared, a block is free only when no sequence holds it any more: each block
+# keeps a **reference count**, the number of block tables that list it (0: free). Sharing is
+# safe as long as nobody writes into a shared block. Prefix caching shares full blocks only, and
+# new tokens go into the last block, so hashing alone never writes into one. **Forking** does:
+# parallel sampling (`n > 1`) and beam search start several sequences from one prompt, sharing
+# every block, the partial last one included, and each sample then writes its own next token
+# there. vLLM's block manager does what an operating system does for `fork()`'s memory pages:
+# **copy-on-write**. The first write into a block whose reference count is above 1 copies it into
+# a free block, and the writer continues in its copy.
+#
+# ```
+#  bs = 4, a prompt of 6 tokens, two samples forked from it
+#  table A = [3, 7]   table B = [3, 7]       ref_counts[3] = 2, ref_counts[7] = 2
+#  A writes position 6: block 7 is shared -> copy it into free block 1, ref_counts[7] = 1
+#  table A = [3, 1]   table B = [3, 7]       ref_counts[1] = 1
+#  B writes position 6: block 7 is its own now (ref count 1) -> write in place
+#  A writes position 8: block 1 is full -> take a free block (ref count 0 -> 1)
+# ```
+#
+# ### Exercise 4 · `cow_append`
+#
+# **Difficulty** ●●○ · **Importance** ★★★ (vLLM's `append_slots` and copy-on-write) ·
+# **Time** ~20 min
+#
+# One decoding step of one sequence. Given the pools `(num_blocks, bs, nkv, hs)`, the
+# `ref_counts (num_blocks,)` of every block, the sequence's `block_table` (its
+# `ceil(seq_len / bs)` blocks), the number `seq_len` of positions it holds, and the new token's
+# `k_new, v_new (nkv, hs)` for position `seq_len`, return new `(k_pool, v_pool, ref_counts,
+# block_table)`:
+#
+# - if the last block is full (`seq_len % bs == 0`), take a free block (any block whose
+#   reference count is 0), give it reference count 1 and append it to the table;
+# - else, if the last block is shared (reference count above 1), take a free block, copy the
+#   last block into it, decrement the shared block's count, give the copy count 1 and put it in
+#   the table in its place;
+# - then write the token at block `table[seq_len // bs]`, slot `seq_len % bs`.
+#
+# A block another table holds is never written. As in exercise 1, leave the tensors you were
+# given as they are and return new ones.
+#
+# <details><summary>Hint</summary>
+#
+# `i, slot = divmod(seq_len, bs)`. A free block: `int((ref_counts == 0).nonzero()[0])`. Clone
+# the four tensors first; `k[new] = k[old]` copies a whole block; `torch.cat([table,
+# torch.tensor([new])])` appends to the table.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "cow_append", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def cow_append(
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    ref_counts: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_len: int,
+    k_new: torch.Tensor,
+    v_new: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """New ``(k_pool, v_pool, ref_counts, block_table)`` with ``k_new, v_new (nkv, hs)`` at
+    position ``seq_len``: a free block when the last is full, a copy of it when it is shared."""
+    ### BEGIN SOLUTION
+    bs = k_pool.shape[1]
+    k_out, v_out = k_pool.clone(), v_pool.clone()
+    refs, table = ref_counts.clone(), block_table.clone()
+    i, slot = divmod(seq_len, bs)
+    if slot == 0:  # the last block is full: open a new one
+        new = int((refs == 0).nonzero()[0])
+        refs[new] = 1
+        table = torch.cat([table, torch.tensor([new])])  # (n + 1,)
+    elif refs[table[i]] > 1:  # shared: copy on write
+        old, new = int(table[i]), int((refs == 0).nonzero()[0])
+        k_out[new], v_out[new] = k_out[old], v_out[old]  # (bs, nkv, hs) each
+        refs[old] -= 1
+        refs[new] = 1
+        table[i] = new
+    k_out[table[i], slot], v_out[table[i], slot] = k_new, v_new
+    return k_out, v_out, refs, table
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_cow_append", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+"""cow_append: forked sequences read back their own tokens; shared blocks are never written."""
+check_cow_append(cow_append)
+### BEGIN HIDDEN TESTS
+check_cow_append(cow_append, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### What one system prompt saves
+#
+# A batch of 32 chats, each a 1000-token system prompt followed by the user's own message
+# (log-normal, a median of 60 tokens), arriving one after another, with blocks of 16. With
+# prefix caching the first chat computes and stores the system prompt; every later one finds its
+# full blocks by their hashes (your `block_hashes`), holds them with its reference count, and
+# prefills only what follows. The sizes are Llama 3 8B's (32 layers, width 4096, 8 key/value
+# heads of 128, MLP width 14336, fp16 cache). Prefill FLOPs per token: `2 ×` the weights of the
+# layers (a multiply and an add per weight), plus attention's `4 × C × (t + 1)` per layer for
+# the token at position `t` (its scores and its weighted sum over `t + 1` keys).
+
+# %%
+bs, n_layers, C, nkv, hs, mlp = 16, 32, 4096, 8, 128, 14336
+weights_per_layer = C * (2 * C + 2 * nkv * hs) + 3 * C * mlp  # W_q, W_o, W_k, W_v; SwiGLU
+kv_bytes_per_token = 2 * n_layers * nkv * hs * 2  # K and V, every layer, fp16
+
+
+def prefill_flops(start: int, end: int) -> int:
+    """FLOPs to prefill positions start … end - 1 when the earlier ones are cached."""
+    attention = sum(4 * C * (t + 1) for t in range(start, end))
+    return n_layers * (2 * weights_per_layer * (end - start) + attention)
+
+
+gen = torch.Generator().manual_seed(0)
+system = torch.randint(0, 128_000, (1000,), generator=gen).tolist()
+own = lognormal_lengths(32, median=60, sigma=0.8, cap=1000, seed=1)
+chats = [system + torch.randint(0, 128_000, (n,), generator=gen).tolist() for n in own]
+
+cached: set[int] = set()  # hashes of the full blocks already in the pool
+blocks = {"without": 0, "with": 0}
+flops = {"without": 0, "with": 0}
+for chat in chats:
+    hashes = block_hashes(chat, bs)
+    hits = next((i for i, h in enumerate(hashes) if h not in cached), len(hashes))
+    cached.update(hashes)
+    blocks["without"] += math.ceil(len(chat) / bs)
+    blocks["with"] += math.ceil(len(chat) / bs) - hits  # the hits' blocks are shared
+    flops["without"] += prefill_flops(0, len(chat))
+    flops["with"] += prefill_flops(hits * bs, len(chat))
+
+print(f"shared per chat: {len(system) // bs} full blocks = {len(system) // bs * bs} tokens")
+print(f"{'':8s} {'KV blocks':>10s} {'KV GB':>7s} {'prefill TFLOPs':>15s}")
+for way in blocks:
+    gb = blocks[way] * bs * kv_bytes_per_token / 1e9
+    print(f"{way:8s} {blocks[way]:10d} {gb:7.2f} {flops[way] / 1e12:15.1f}")
+print(
+    f"saved: {100 * (1 - blocks['with'] / blocks['without']):.0f}% of the KV memory, "
+    f"{100 * (1 - flops['with'] / flops['without']):.0f}% of the prefill FLOPs"
+)
+
+# %% [markdown]
+# Both savings grow with the share of the prompt that is common, and they are counted on the
+# blocks: the system prompt's last `1000 % 16 = 8` tokens share a block with each user's own
+# message, so every chat recomputes and stores them. Decoding is not cheaper: each new token
+# still reads the whole prefix, shared or not. Real servers also evict cached blocks whose
+# count fell to 0 when the pool runs short (least recently used first, in vLLM), so a prefix is
+# found only while it is still in the pool.
 
 # %% [markdown]
 # ## 3 · Continuous batching over packed sequences
 #
-# SECTION-3-BODY: replaced by the section's author.
+# A server's batch holds sequences of different lengths. Padding them to one `(B, S)` tensor
+# spends compute on padding, and the set of sequences changes at every step as requests finish
+# and new ones arrive. Serving engines **pack** instead: the tokens of every sequence of the
+# step one after another in one `(N, C)` tensor, `N` the total number of tokens, and a vector
+# `cu_seqlens (B + 1,)` of boundaries, the running sum of the lengths from 0. Sequence `b` is
+# rows `cu_seqlens[b] : cu_seqlens[b + 1]`:
+#
+# ```
+#  lengths 3, 5, 1      packed rows 0-2 | 3-7 | 8      cu_seqlens = [0, 3, 8, 9]
+#  padded to (3, 5): 15 slots for 9 tokens
+# ```
+#
+# The projections and the MLP act on each token alone, so they run on `(N, C)` as they would on
+# `(B, S, C)`; only attention must know where a sequence ends. This is FlashAttention's varlen
+# layout: `flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+# max_seqlen_k, causal=True)` with `q (N, nh, hs)` and `k, v (N, nkv, hs)`, the layout vLLM's
+# FlashAttention backend and Hugging Face's FlashAttention-2 path run on.
+#
+# ### Exercise 5 · `pack`
+#
+# **Difficulty** ●○○ · **Importance** ★★☆ (flash-attn's `unpad_input`) · **Time** ~10 min
+#
+# Given a padded batch `x (B, S, …)` and its `attention_mask (B, S)` (bool, True where a token is
+# real; the padding may be on the left or on the right), return `(packed, cu_seqlens)`: the real
+# tokens `(N, …)`, sequence after sequence and each in its order, and the boundaries
+# `(B + 1,)` as `torch.int32`, the dtype FlashAttention's kernels require.
+#
+# <details><summary>Hint</summary>
+#
+# Boolean indexing `x[attention_mask]` reads the kept positions row by row. The lengths are
+# `attention_mask.sum(1)`; `torch.cumsum(lengths, 0, dtype=torch.int32)` and `F.pad(…, (1, 0))`
+# put the 0 in front.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "pack", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def pack(x: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(packed (N, …), cu_seqlens (B + 1,) int32)``: the real tokens of ``x (B, S, …)`` where
+    ``attention_mask (B, S)`` is True, one sequence after another, and their boundaries."""
+    ### BEGIN SOLUTION
+    lengths = attention_mask.sum(1)  # (B,)
+    cu_seqlens = F.pad(torch.cumsum(lengths, 0, dtype=torch.int32), (1, 0))  # (B + 1,)
+    return x[attention_mask], cu_seqlens  # (N, ...), (B + 1,)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_pack", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""pack: the real tokens sequence after sequence, and int32 cu_seqlens from 0."""
+check_pack(pack)
+### BEGIN HIDDEN TESTS
+check_pack(pack, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 6 · `varlen_attention`
+#
+# **Difficulty** ●●○ · **Importance** ★★★ (FlashAttention's varlen API) · **Time** ~20 min
+#
+# Given packed `q (N, nh, hs)`, `k, v (N, nkv, hs)` and `cu_seqlens (B + 1,)`, return
+# `(N, nh, hs)`: each sequence's queries attending to **its own** keys only (causal inside the
+# sequence when `causal`), exactly as running each sequence alone would, the outputs packed the
+# same way. With GQA, query head `h` reads key head `h // (nh // nkv)`. Three ways are right:
+#
+# - a loop over the sequences, slicing rows `cu_seqlens[b] : cu_seqlens[b + 1]`;
+# - one attention over the whole packed tensor with a **block-diagonal** `(N, N)` mask, causal
+#   inside each block: token `p` belongs to sequence `b` when
+#   `cu_seqlens[b] <= p < cu_seqlens[b + 1]`;
+# - what FlashAttention's kernel does: tiles of one sequence at a time, never building the mask.
+#
+# The mask costs `N²` memory, most of it to say "another sequence": fine here, not at 100,000
+# tokens a step. A causal mask over the packed tensor that forgets the boundaries lets each
+# sequence read the ones packed before it, and nothing fails loudly: the output has the right
+# shape.
+#
+# <details><summary>Hint</summary>
+#
+# Loop: `bounds = cu_seqlens.tolist()`; for `start, end` in consecutive pairs, move the heads
+# first (`q[start:end].transpose(0, 1)`, `(nh, L, hs)`) and call
+# `F.scaled_dot_product_attention(…, is_causal=causal, enable_gqa=True)`; transpose back and
+# `torch.cat` the outputs.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "varlen_attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def varlen_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    causal: bool = True,
+) -> torch.Tensor:
+    """``(N, nh, hs)``: the queries of each sequence ``cu_seqlens[b] : cu_seqlens[b + 1]`` of
+    ``q (N, nh, hs)`` attending to the same rows of ``k, v (N, nkv, hs)`` only."""
+    ### BEGIN SOLUTION
+    bounds = cu_seqlens.tolist()
+    out = []
+    for start, end in zip(bounds[:-1], bounds[1:], strict=True):
+        qs, ks, vs = (t[start:end].transpose(0, 1) for t in (q, k, v))  # (nh|nkv, L, hs)
+        o = F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal, enable_gqa=True)
+        out.append(o.transpose(0, 1))  # (nh, L, hs) -> (L, nh, hs)
+    return torch.cat(out)  # (N, nh, hs)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_varlen_attention", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+"""varlen_attention equals attention over each packed sequence alone, causal or not."""
+check_varlen_attention(varlen_attention)
+### BEGIN HIDDEN TESTS
+check_varlen_attention(varlen_attention, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Continuous batching: a slot is refilled the step after it frees
+#
+# A server runs one forward pass per step over the `B` sequences it holds, and each gets one new
+# token. **Static** batching takes `B` requests and runs them until the longest is done: a slot
+# whose request finished early idles, as padding, until the whole batch ends. **Continuous**
+# batching (Orca's iteration-level scheduling, vLLM's scheduler) looks at the batch at every
+# step: a finished request leaves at once and a waiting one takes its slot, its prompt packed
+# into the same step beside the others' single tokens. The packed layout is what makes this
+# cheap: a step's batch is just another `cu_seqlens`.
+#
+# The simulation below serves 512 requests with log-normal output lengths (a median of 128
+# tokens) through 32 slots, both ways; `simulate` (in `autograder/tools/nb10_serving_sim.py`) is
+# the step scheduler, and `python -m autograder.bench.serving` prints the same numbers. Each
+# step costs the same whatever the number of busy slots: decoding reads every weight once per
+# step, so the steps' count is the time.
+
+# %%
+outputs = lognormal_lengths(512, median=128, sigma=1.0, cap=2048, seed=1)
+runs = {policy: simulate(outputs, 32, policy) for policy in ("static", "continuous")}
+fig, ax = plt.subplots(figsize=(8, 3))
+for policy, run in runs.items():
+    ax.plot(run.tokens_per_step, lw=0.8, label=f"{policy}: {run.throughput:.1f} tokens/step")
+ax.set_xlabel("step")
+ax.set_ylabel("tokens in the step")
+ax.set_ylim(0, 34)
+ax.legend(loc="upper right")
+plt.tight_layout()
+plt.show()
+for policy, run in runs.items():
+    print(
+        f"{policy:10s} {run.steps:6d} steps for {run.tokens} tokens, "
+        f"{run.padding:.0f}% of the slot-steps idle"
+    )
+speedup = runs["static"].steps / runs["continuous"].steps
+print(f"continuous batching takes {speedup:.1f}x fewer steps for the same tokens")
+
+# %% [markdown]
+# Static batching's idle slots come from the skew of the lengths: a batch of 32 lasts as long as
+# its longest request, several times the median. Continuous batching idles only at the end,
+# when the queue is empty. The model leaves out what a real server adds: a step with prompts to
+# prefill costs more than a decoding step (section 4 bounds it with chunked prefill), a step's
+# cost grows with the tokens it holds once compute, not reading the weights, is the limit, and
+# the KV pool bounds how many sequences fit at once, which is what the paged cache of section 1
+# raises.
 
 # %% [markdown]
 # ## 4 · Chunked prefill
