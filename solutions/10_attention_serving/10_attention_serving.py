@@ -297,8 +297,8 @@ check_block_hashes(block_hashes, seed=1, thorough=True)
 # new tokens go into the last block, so hashing alone never writes into one. **Forking** does:
 # parallel sampling (`n > 1`) and beam search start several sequences from one prompt, sharing
 # every block, the partial last one included, and each sample then writes its own next token
-# there. vLLM's block manager does what an operating system does for `fork()`'s memory pages:
-# **copy-on-write**. The first write into a block whose reference count is above 1 copies it into
+# there. vLLM's original block manager did what an operating system does for `fork()`'s memory
+# pages: **copy-on-write**. The first write into a block whose reference count is above 1 copies it into
 # a free block, and the writer continues in its copy.
 #
 # ```
@@ -564,9 +564,9 @@ check_varlen_attention(varlen_attention, seed=1, thorough=True)
 #
 # The simulation below serves 512 requests with log-normal output lengths (a median of 128
 # tokens) through 32 slots, both ways; `simulate` (in `autograder/tools/nb10_serving_sim.py`) is
-# the step scheduler, and `python -m autograder.bench.serving` prints the same numbers. Each
-# step costs the same whatever the number of busy slots: decoding reads every weight once per
-# step, so the steps' count is the time.
+# the step scheduler, and `python -m autograder.bench.serving` prints the same numbers. The
+# model takes every step to cost the same whatever the number of busy slots, as when decoding
+# is bound by reading every weight once per step: then the steps' count is the time.
 
 # %%
 outputs = lognormal_lengths(512, median=128, sigma=1.0, cap=2048, seed=1)
