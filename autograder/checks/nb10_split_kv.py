@@ -184,21 +184,23 @@ def _lse_diagnosis(lse, args, n: int, inputs: str) -> str:
         )
     if torch.isnan(lse.detach()).any():
         return f"The lse of `{ATTEND}` holds NaN (inputs {inputs}): lse = m + log(Σ exp(s - m))."
-    m = s.amax(-1)
+    m, lse_right = s.amax(-1), torch.logsumexp(s, -1)
     variants = {
         "is the row max m alone: add log(Σ exp(s - m)), lse = m + log(l).": m,
-        "is log(Σ exp(s - m)) without m: add the max back, lse = m + log(l).": (
-            torch.logsumexp(s, -1) - m
-        ),
+        "is log(Σ exp(s - m)) without m: add the max back, lse = m + log(l).": lse_right - m,
         "is the log-sum-exp of unscaled scores: use the scores divided by √hs, the ones the "
         "softmax used.": torch.logsumexp(s * math.sqrt(q.shape[-1]), -1),
         "is in base 2 (log2 of Σ 2^s, as a Triton kernel keeps it): use the natural log, "
-        "torch.logsumexp.": torch.logsumexp(s, -1) / math.log(2),
-        "is the sum of the weights, not its log: lse = log(Σ exp(s)).": torch.logsumexp(s, -1).exp(),
+        "torch.logsumexp.": lse_right / math.log(2),
+        "is the sum of the weights, not its log: lse = log(Σ exp(s)).": lse_right.exp(),
     }
     why = first_match(lse.detach().double(), variants)
-    return f"The lse of `{ATTEND}` {why}" if why else (
-        f"The lse of `{ATTEND}` differs from torch.logsumexp(q·kᵀ/√hs, -1) (inputs {inputs})."
+    return (
+        f"The lse of `{ATTEND}` {why}"
+        if why
+        else (
+            f"The lse of `{ATTEND}` differs from torch.logsumexp(q·kᵀ/√hs, -1) (inputs {inputs})."
+        )
     )
 
 
@@ -207,7 +209,9 @@ def _lse_diagnosis(lse, args, n: int, inputs: str) -> str:
 
 def _split_states(q, k, v, sizes: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
     """float32 ``(outputs (P, B, nh, T, hs), lses (P, B, nh, T))`` of consecutive chunks."""
-    states = [state(q, kc, vc) for kc, vc in zip(k.split(sizes, -2), v.split(sizes, -2), strict=True)]
+    states = [
+        state(q, kc, vc) for kc, vc in zip(k.split(sizes, -2), v.split(sizes, -2), strict=True)
+    ]
     outputs = torch.stack([o for o, _ in states]).float()
     return outputs, torch.stack([lse for _, lse in states]).float()
 
@@ -302,8 +306,10 @@ def _merge_lse_diagnosis(lse, lses, inputs: str) -> str:
         "is the mean of the splits' lses: use torch.logsumexp(lses, 0).": lses.mean(0),
     }
     why = first_match(lse.detach().double().nan_to_num(), variants)
-    return f"The lse of `{MERGE}` {why}" if why else (
-        f"The lse of `{MERGE}` differs from torch.logsumexp(lses, 0) ({inputs})."
+    return (
+        f"The lse of `{MERGE}` {why}"
+        if why
+        else (f"The lse of `{MERGE}` differs from torch.logsumexp(lses, 0) ({inputs}).")
     )
 
 
@@ -387,4 +393,3 @@ def _split_diagnosis(out, q, k, v, L: int, P: int) -> str:
         f"{where} differs from attention over the whole cache: every key in exactly one split, "
         "each split's (o, lse) from attend_chunk, merged by merge_splits."
     )
-

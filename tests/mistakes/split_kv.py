@@ -153,7 +153,8 @@ def split_tensor_split(q, k, v, num_splits):
             strict=True,
         )
     ]
-    return merge_softmax(torch.stack([o for o, _ in states]), torch.stack([s for _, s in states]))[0]
+    outputs, lses = torch.stack([o for o, _ in states]), torch.stack([s for _, s in states])
+    return merge_softmax(outputs, lses)[0]
 
 
 def split_flash_decoding(q, k, v, num_splits):
@@ -221,9 +222,7 @@ CORRECT = [
             "softmax of lses": merge_softmax,
         },
     ),
-    *correct(
-        [SPLIT], {"tensor_split": split_tensor_split, "FlashDecoding": split_flash_decoding}
-    ),
+    *correct([SPLIT], {"tensor_split": split_tensor_split, "FlashDecoding": split_flash_decoding}),
 ]
 MISTAKES = [
     Mistake("attend: amax of an empty chunk", _attend_max, ATTEND, "an empty chunk"),
@@ -237,9 +236,7 @@ MISTAKES = [
     Mistake("merge: running, NaN on empty", _merge_running_unguarded, MERGE, "a split is empty"),
     Mistake("merge: lse is the max", _merge_lse_max, MERGE, "largest split's lse"),
     Mistake("merge: softmax over heads", _merge_wrong_dim, MERGE, "wrong dimension"),
-    Mistake(
-        "split: weighted by length", _split_with(_by_length, _even), SPLIT, "number of keys"
-    ),
+    Mistake("split: weighted by length", _split_with(_by_length, _even), SPLIT, "number of keys"),
     Mistake(
         "split: plain average", _split_with(_mean_of_nonempty, _even), SPLIT, "averages the splits"
     ),
