@@ -34,7 +34,18 @@ from background import Job
 from autograder import paths
 from autograder.build import instructor_notebook_text
 
-from . import allowlist, ids, integers, loopholes, machine, records, replay, threads, trust
+from . import (
+    allowlist,
+    ids,
+    integers,
+    loopholes,
+    machine,
+    records,
+    replay,
+    serving_chunks,
+    threads,
+    trust,
+)
 
 RELEASE = "release"  # the learner who handed in the untouched release notebook
 
@@ -87,6 +98,7 @@ def write_submissions(subs: Path, canary_folder: Path) -> None:
         *allowlist.ATTACKS,
         *loopholes.attacks(),
         *records.ATTACKS,
+        *serving_chunks.attacks(),
         trust.ERROR_FLOOD_ATTACK,
     ]
     for attack in [*attacks, *integers.submissions(), *machine.attacks(canary_folder)]:
