@@ -28,8 +28,11 @@
 # 3. Pack sequences of different lengths into one tensor with `cu_seqlens`, FlashAttention's
 #    varlen layout, and attend within each sequence (exercises 5-6); then simulate continuous
 #    batching against static batching.
-# 4. SECTION-4-INTRO (chunked prefill)
-# 5. SECTION-5-INTRO (split-KV decoding)
+# 4. Prefill a long prompt in chunks beside decoding requests, each chunk's causal mask aligned
+#    to its own cache (exercise 7); then see in a cost model why chunks bound the decoders'
+#    latency.
+# 5. Split a long cache into chunks that each return `(o, lse)` and merge them exactly, empty
+#    chunks included (exercises 8-10): FlashDecoding, and the same merge for ring attention.
 # 6. SECTION-6-INTRO (speculative decoding's verification)
 #
 # **How this notebook is graded.** Each exercise is a function you complete in place of
@@ -61,8 +64,14 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 
+from autograder.checks.nb10_chunked import check_prefill_chunk
 from autograder.checks.nb10_paged import check_paged_append, check_paged_attention
 from autograder.checks.nb10_prefix import check_block_hashes, check_cow_append
+from autograder.checks.nb10_split_kv import (
+    check_attend_chunk,
+    check_merge_splits,
+    check_split_kv_decode,
+)
 from autograder.checks.nb10_varlen import check_pack, check_varlen_attention
 from autograder.tools.nb10_serving_sim import kv_slots, lognormal_lengths, simulate
 
@@ -600,13 +609,366 @@ print(f"continuous batching takes {speedup:.1f}x fewer steps for the same tokens
 # %% [markdown]
 # ## 4 · Chunked prefill
 #
-# SECTION-4-BODY: replaced by the section's author.
+# A server's step runs one forward pass over every token it was given. Decoding requests bring
+# one token each; a new request brings its whole prompt. Prefill a 4k-token prompt in one step
+# and every decoding request in that step waits for it: their next token comes late. **Chunked
+# prefill** (Sarathi-Serve, Agrawal et al. 2024; vLLM's `--enable-chunked-prefill`) cuts the
+# prompt into chunks of `c` tokens, one chunk per step, beside the decoding requests.
+#
+# Each chunk writes its keys and values into the cache, then its `T` queries attend to the
+# whole cache so far: the earlier chunks and itself, `S = start + T` keys. Its mask is notebook
+# 03's causal mask **aligned bottom-right**: query `t` of the chunk sits at position
+# `S - T + t` and may see keys `0 … S - T + t`.
+#
+# ```
+#  a prompt of 7 tokens in chunks of 3: the third chunk (T = 1) is shorter
+#  chunk 0: positions 0-2, keys 0-2     chunk 1: positions 3-5, keys 0-5
+#        k0 k1 k2                              k0 k1 k2 k3 k4 k5
+#    q0   x  .  .                          q3   x  x  x  x  .  .
+#    q1   x  x  .                          q4   x  x  x  x  x  .
+#    q2   x  x  x                          q5   x  x  x  x  x  x
+# ```
+#
+# A decoding request is the chunk of one token (`T = 1`, every key allowed), so one rule serves
+# both kinds of request: this is how FlashAttention's varlen kernel (`seqlens_q` beside
+# `seqlens_k`) and vLLM's attention backends run a mixed step.
+#
+# ### Exercise 7 · `prefill_chunk`
+#
+# **Difficulty** ●○○ · **Importance** ★★★ (every mixed prefill/decode step) · **Time** ~10 min
+#
+# Given the chunk's queries `q (nh, T, hs)` and the cache once the chunk is written, `k, v
+# (nh, S, hs)` with `S >= T`, return the chunk's output `(nh, T, hs)`. Fed the chunks of a
+# prompt in order, your function must give exactly what one causal pass over the whole prompt
+# gives, for every chunk size (the test tries sizes that leave a last, shorter chunk).
+#
+# <details><summary>Hint</summary>
+#
+# `is_causal=True` aligns the mask top-left: right only when `T == S` (the first chunk). Build
+# the mask: `torch.ones(T, S, dtype=torch.bool).tril(S - T)` keeps key `j` for query `t` when
+# `j <= t + S - T`, and pass it to `F.scaled_dot_product_attention` as `attn_mask`.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "prefill_chunk", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def prefill_chunk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """``(nh, T, hs)``: the chunk's queries ``q (nh, T, hs)``, the last ``T`` of ``S`` positions,
+    attending causally to the cache ``k, v (nh, S, hs)``."""
+    ### BEGIN SOLUTION
+    T, S = q.shape[-2], k.shape[-2]
+    allowed = torch.ones(T, S, dtype=torch.bool).tril(S - T)  # (T, S), bottom-right
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)  # (nh, T, hs)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_prefill_chunk", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+"""prefill_chunk: the chunks of a prompt, in order, give one causal pass over it."""
+check_prefill_chunk(prefill_chunk)
+### BEGIN HIDDEN TESTS
+check_prefill_chunk(prefill_chunk, seed=1, thorough=True)
+### END HIDDEN TESTS
 
 # %% [markdown]
-# ## 5 · Split-KV decoding
+# ### A mixed step, run with your function
 #
-# SECTION-5-BODY: replaced by the section's author.
+# One step of a server: a 10-token prompt's second chunk (positions 4-7) beside three
+# decoding requests of other lengths. Each request is one call of `prefill_chunk` over its own
+# cache; the decoding ones are chunks of one token. Each output equals what running that request
+# alone, in one causal pass, gives at the same positions.
 
+# %%
+nh_demo, hs_demo = 2, 8
+requests = {"prompt, chunk 4-7": (10, 4, 8), "decode A": (5, 4, 5), "decode B": (13, 12, 13)}
+for name, (length, start, stop) in requests.items():
+    q_all, k_all, v_all = torch.randn(3, nh_demo, length, hs_demo)
+    alone = F.scaled_dot_product_attention(q_all, k_all, v_all, is_causal=True)  # (nh, L, hs)
+    step = prefill_chunk(q_all[:, start:stop], k_all[:, :stop], v_all[:, :stop])  # (nh, T, hs)
+    error = (step - alone[:, start:stop]).abs().max()
+    print(f"{name:18} T={stop - start} queries over S={stop} keys: max error {error:.1e}")
+
+# %% [markdown]
+# ### Why chunking bounds the decoding latency
+#
+# Two latencies matter to a user: the **time to first token** (TTFT) of a new request, and the
+# **time per output token** (TPOT) of those already decoding. A simple cost model: a step that
+# processes `n` tokens takes `a + b·n`. At small batches `a` is the time to read the weights
+# once; `b` is the compute per token. Round numbers for a 7B model in float16 on one H100-class
+# GPU (assumptions, not a measurement): reading 14 GB at ~3 TB/s gives `a ≈ 5 ms`, and 2 × 7·10⁹
+# FLOPs per token at ~400 TFLOP/s gives `b ≈ 0.035 ms`. The model leaves out that attention's
+# cost grows with the keys a chunk reads, which makes later chunks a little dearer.
+#
+# 32 requests are decoding when a 4096-token prompt arrives. Whole, it shares one step of 4128
+# tokens with them; in chunks of `c`, it takes `4096 / c` steps of `c + 32` tokens.
+
+# %%
+a_ms, b_ms = 5.0, 0.035  # per step, per token (assumed, see above)
+prompt_len, decoders = 4096, 32
+decode_only = a_ms + b_ms * decoders
+print(f"a step of {decoders} decoders alone: {decode_only:.1f} ms per output token")
+print(f"{'prefill':>14} {'steps':>6} {'TTFT (ms)':>10} {'decoders TPOT (ms)':>19}")
+chunk_sizes = [4096, 2048, 1024, 512, 256, 128]
+ttft, tpot = [], []
+for c in chunk_sizes:
+    steps = math.ceil(prompt_len / c)
+    step_ms = a_ms + b_ms * (c + decoders)  # every step of the prefill carries a full chunk
+    ttft.append(steps * step_ms)
+    tpot.append(step_ms)
+    label = "whole" if c == prompt_len else f"chunks of {c}"
+    print(f"{label:>14} {steps:>6} {ttft[-1]:>10.0f} {tpot[-1]:>19.1f}")
+
+fig, ax = plt.subplots(figsize=(6, 3.5))
+ax.plot(tpot, ttft, "o-")
+for c, x, y in zip(chunk_sizes, tpot, ttft, strict=True):
+    ax.annotate(
+        "whole" if c == prompt_len else f"c={c}", (x, y), textcoords="offset points", xytext=(5, 5)
+    )
+ax.axvline(decode_only, color="gray", ls=":", label="decoders alone")
+ax.set_xlabel("decoders' time per output token while the prompt is prefilled (ms)")
+ax.set_ylabel("new request's TTFT (ms)")
+ax.legend()
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Whole, the prompt stalls all 32 decoders for one step ~25 times as long as their usual one.
+# Chunks of 512 cap their step at ~4 times as long, and the prompt's first token comes ~30%
+# later: chunking trades a little TTFT for a bound on TPOT. Small chunks pay the fixed cost
+# `a` once per chunk, so TTFT grows fast below a few hundred tokens; that is why servers pick a
+# token budget per step (vLLM's `max_num_batched_tokens`, a few thousand by default) and fill
+# it with decodes first, then as much prefill as fits.
+
+# %% [markdown]
+# ## 5 · Split-KV decoding (FlashDecoding)
+#
+# A FlashAttention kernel gives each (sequence, head) one block of threads, which walks that
+# query's keys from first to last. In training, the many query tiles fill the GPU. In decoding
+# there is one query per head: with one sequence and 32 heads, 32 blocks, on a GPU of 132
+# streaming multiprocessors (SMs). **Split-KV** decoding (FlashDecoding, Dao et al. 2023) cuts
+# the cache into `P` chunks, attends to them in parallel, and merges the results.
+#
+# The merge is exact because a chunk's result carries what notebook 06's online softmax
+# carries: its output `o_p` (normalised within the chunk) and the log-sum-exp of its scores,
+# `lse_p = log Σ_{j in chunk p} exp(s_j)`. The whole cache's softmax mass is `Σ_p exp(lse_p)`,
+# so chunk `p`'s share of it is
+#
+# $$w_p = \exp(\mathrm{lse}_p - \mathrm{lse}), \qquad \mathrm{lse} = \log \sum_p \exp(\mathrm{lse}_p), \qquad o = \sum_p w_p\, o_p .$$
+#
+# An empty chunk (possible when there are more splits than keys, or a causal mask hides a whole
+# chunk) has no mass: `o_p = 0`, `lse_p = -inf`, `w_p = 0`.
+#
+# ### Exercise 8 · `attend_chunk`
+#
+# **Difficulty** ●○○ · **Importance** ★★★ (what every split, tile and device returns) · **Time**
+# ~10 min
+#
+# Return `(o, lse)` for queries `q (B, nh, T, hs)` over one chunk of keys `k, v (B, nh, n, hs)`:
+# `o (B, nh, T, hs)` is attention over the chunk alone, `lse (B, nh, T)` the log-sum-exp of the
+# scaled scores `q·kᵀ/√hs`. An empty chunk (`n = 0`) must give `o = 0` and `lse = -inf`, with
+# no NaN. Write it by hand (PyTorch's attention does not return `lse`); scores may be in the
+# hundreds, where `exp` overflows float32.
+#
+# <details><summary>Hint</summary>
+#
+# `torch.logsumexp(scores, -1)` subtracts the max for you and returns -inf for an empty row;
+# then `torch.exp(scores - lse[..., None]) @ v` is the softmax times `v`, and 0 for an empty
+# chunk. `.amax(-1)` of an empty row raises.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "attend_chunk", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def attend_chunk(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(o (B, nh, T, hs), lse (B, nh, T))`` of ``q (B, nh, T, hs)`` over the chunk ``k, v
+    (B, nh, n, hs)``; ``o = 0`` and ``lse = -inf`` when ``n = 0``."""
+    ### BEGIN SOLUTION
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, nh, T, hs) @ (B, nh, hs, n)
+    lse = torch.logsumexp(scores, dim=-1)  # (B, nh, T)
+    return torch.exp(scores - lse[..., None]) @ v, lse  # (B, nh, T, n) @ (B, nh, n, hs)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_attend_chunk", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""attend_chunk: attention over the chunk and its log-sum-exp; an empty chunk gives (0, -inf)."""
+check_attend_chunk(attend_chunk)
+### BEGIN HIDDEN TESTS
+check_attend_chunk(attend_chunk, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 9 · `merge_splits`
+#
+# **Difficulty** ●●○ · **Importance** ★★★ (FlashDecoding's combine, vLLM's `merge_attn_states`,
+# ring attention) · **Time** ~15 min
+#
+# Given the states of `P` chunks of one cache, stacked: `outputs (P, B, nh, T, hs)` and
+# `lses (P, B, nh, T)`, return `(o, lse)`: attention over the whole cache `(B, nh, T, hs)` and
+# its log-sum-exp `(B, nh, T)`. Any chunk may be empty (`lse = -inf`), the first ones included;
+# every query has at least one non-empty chunk. The lses may be in the hundreds: `exp(lse)`
+# itself overflows float32.
+#
+# <details><summary>Hint</summary>
+#
+# `lse = torch.logsumexp(lses, 0)`, then weights `torch.exp(lses - lse)` `(P, B, nh, T)`, which
+# sum to 1 over the splits; `(weights[..., None] * outputs).sum(0)`. The weights are a softmax of
+# the lses over the splits. Averaging the outputs, or weighting them by their chunk's length,
+# ignores how much mass each chunk holds.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "merge_splits", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def merge_splits(outputs: torch.Tensor, lses: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(o (B, nh, T, hs), lse (B, nh, T))``: the states ``outputs (P, B, nh, T, hs)`` and
+    ``lses (P, B, nh, T)`` of ``P`` chunks of one cache, merged exactly."""
+    ### BEGIN SOLUTION
+    lse = torch.logsumexp(lses, dim=0)  # (B, nh, T)
+    weights = torch.exp(lses - lse)  # (P, B, nh, T): each chunk's share of the mass
+    return (weights[..., None] * outputs).sum(0), lse  # (B, nh, T, hs), (B, nh, T)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_merge_splits", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+"""merge_splits: exact for any number of splits, empty ones and large scores included."""
+check_merge_splits(merge_splits)
+### BEGIN HIDDEN TESTS
+check_merge_splits(merge_splits, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 10 · `split_kv_decode`
+#
+# **Difficulty** ●○○ · **Importance** ★★☆ · **Time** ~10 min
+#
+# Put them together: cut the cache `k, v (B, nh, L, hs)` into `num_splits` contiguous chunks
+# along the keys, attend to each with `attend_chunk`, merge with `merge_splits`, and return
+# `o (B, nh, T, hs)`, equal to attention over the whole cache. `num_splits` may exceed `L`.
+# On a GPU the chunks run at once; here a loop shows the arithmetic.
+#
+# <details><summary>Hint</summary>
+#
+# `torch.tensor_split(k, num_splits, dim=-2)` gives `num_splits` chunks whose sizes differ by
+# at most one, empty ones when `num_splits > L`. FlashDecoding gives each split `ceil(L / P)`
+# keys (the last ones shorter or empty); any cut works as long as every key is in exactly one
+# chunk. Stack the states with `torch.stack`.
+# </details>
+
+
+# %% nbgrader={"grade": false, "grade_id": "split_kv_decode", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def split_kv_decode(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_splits: int
+) -> torch.Tensor:
+    """``(B, nh, T, hs)``: ``q (B, nh, T, hs)`` over ``k, v (B, nh, L, hs)`` cut into
+    ``num_splits`` chunks, each attended alone, then merged."""
+    ### BEGIN SOLUTION
+    states = [
+        attend_chunk(q, k_part, v_part)
+        for k_part, v_part in zip(
+            torch.tensor_split(k, num_splits, dim=-2),
+            torch.tensor_split(v, num_splits, dim=-2),
+            strict=True,
+        )
+    ]
+    outputs = torch.stack([o for o, _ in states])  # (P, B, nh, T, hs)
+    lses = torch.stack([lse for _, lse in states])  # (P, B, nh, T)
+    return merge_splits(outputs, lses)[0]
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_split_kv_decode", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""split_kv_decode equals attention over the whole cache, for any number of splits."""
+check_split_kv_decode(split_kv_decode)
+### BEGIN HIDDEN TESTS
+check_split_kv_decode(split_kv_decode, seed=1, thorough=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Why split: work per SM for one sequence
+#
+# A cost model of the decode kernel: one thread block per (sequence, head, split), each reading
+# `L / P` keys; blocks run in waves of 132 (one per SM of an H100); the time is the number of
+# waves times the keys a block reads, plus a merge that is small beside it. One sequence, 32
+# heads, a 32k-token cache:
+
+# %%
+sms, heads, cache_len = 132, 32, 32768
+splits = list(range(1, 17))
+busy, relative = [], []
+for P in splits:
+    blocks = heads * P
+    waves = math.ceil(blocks / sms)
+    busy.append(100 * blocks / (waves * sms))  # share of SM-time doing work
+    relative.append(waves * math.ceil(cache_len / P) / cache_len)  # time, no splits = 1
+fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.2))
+left.bar(splits, busy)
+left.set_xlabel("splits P")
+left.set_ylabel("% of SM-time busy")
+right.plot(splits, relative, "o-")
+right.set_xlabel("splits P")
+right.set_ylabel("time (1 = no splits)")
+right.set_yscale("log")
+plt.tight_layout()
+plt.show()
+best = min(splits, key=lambda P: relative[P - 1])
+print(f"no splits: {busy[0]:.0f}% of the SMs busy; best P = {best}: time x{relative[best - 1]:.2f}")
+
+# %% [markdown]
+# Without splits 32 of 132 SMs work and 100 wait. Four splits make 128 blocks, one wave, about
+# 4 times faster in this model; five make 160, two waves, and are slower than four. The model
+# ignores memory bandwidth shared by the SMs, the merge and launch costs, so measured speedups
+# are smaller; FlashAttention picks the number of splits with the same wave arithmetic
+# (`num_splits_heuristic` in its `flash_api.cpp`). With a large batch the blocks already fill the
+# GPU, and splitting only adds the merge.
+#
+# ### The same merge across devices: ring attention
+#
+# Ring attention (Liu et al. 2023) spreads a sequence too long for one GPU over `N` devices:
+# device `d` holds the queries, keys and values of positions `d·n … (d+1)·n - 1`. At each of
+# `N` steps every device attends its queries to the key/value shard it holds, merges the
+# `(o, lse)` into its running state, and passes the shard to the next device on the ring (the
+# transfer overlaps the compute). Causal: a shard from the future is an **empty** split (no
+# key allowed); the device's own shard needs the causal mask, done here one query at a time
+# with `attend_chunk` over the keys it may see. The running state starts empty: `(0, -inf)`.
+# Below, 4 "devices" in one process, with your `attend_chunk` and `merge_splits`.
+
+# %%
+devices, shard, nh_ring, hs_ring = 4, 3, 2, 8
+q_seq, k_seq, v_seq = torch.randn(3, 1, nh_ring, devices * shard, hs_ring)
+q_of = list(q_seq.split(shard, dim=-2))  # device d's queries (1, nh, n, hs), kept in place
+held = [(k, v) for k, v in zip(k_seq.split(shard, -2), v_seq.split(shard, -2), strict=True)]
+state = [(torch.zeros_like(q), torch.full(q.shape[:-1], float("-inf"))) for q in q_of]
+for step in range(devices):
+    for d in range(devices):
+        source = (d - step) % devices  # the device whose shard d holds at this step
+        k_held, v_held = held[d]
+        if source < d:  # an earlier shard: every key allowed
+            o_new, lse_new = attend_chunk(q_of[d], k_held, v_held)
+        elif source == d:  # its own shard: causal, query t sees keys 0 … t
+            rows = [
+                attend_chunk(
+                    q_of[d][..., t : t + 1, :], k_held[..., : t + 1, :], v_held[..., : t + 1, :]
+                )
+                for t in range(shard)
+            ]
+            o_new = torch.cat([o for o, _ in rows], dim=-2)
+            lse_new = torch.cat([lse for _, lse in rows], dim=-1)
+        else:  # a later shard: an empty split
+            o_new, lse_new = attend_chunk(q_of[d], k_held[..., :0, :], v_held[..., :0, :])
+        o_run, lse_run = state[d]
+        state[d] = merge_splits(torch.stack([o_run, o_new]), torch.stack([lse_run, lse_new]))
+    held = held[-1:] + held[:-1]  # pass every shard to the next device
+ring = torch.cat([o for o, _ in state], dim=-2)  # (1, nh, N·n, hs)
+whole = F.scaled_dot_product_attention(q_seq, k_seq, v_seq, is_causal=True)
+print(
+    f"ring attention over {devices} devices vs one causal pass: max error "
+    f"{(ring - whole).abs().max():.1e}"
+)
+
+# %% [markdown]
+# Device 0's first merge joins its empty start with its own shard, and later it merges three
+# empty splits from the future: a merge that turned `exp(-inf - (-inf))` into NaN would have
+# spoiled its queries at once. Real implementations skip the future shards' compute instead
+# (and balance the load by giving each device two shards, one early and one late), but the
+# merge is the one you wrote.
 # %% [markdown]
 # ## 6 · Speculative decoding's verification
 #

@@ -34,8 +34,19 @@ from background import Job
 from autograder import paths
 from autograder.build import instructor_notebook_text
 
-from . import allowlist, ids, integers, loopholes, machine, records, replay, threads, trust
-from .serving_sharing import attacks as serving_sharing_attacks
+from . import (
+    allowlist,
+    ids,
+    integers,
+    loopholes,
+    machine,
+    records,
+    replay,
+    serving_chunks,
+    serving_sharing,
+    threads,
+    trust,
+)
 
 RELEASE = "release"  # the learner who handed in the untouched release notebook
 
@@ -88,7 +99,8 @@ def write_submissions(subs: Path, canary_folder: Path) -> None:
         *allowlist.ATTACKS,
         *loopholes.attacks(),
         *records.ATTACKS,
-        *serving_sharing_attacks(),
+        *serving_sharing.attacks(),
+        *serving_chunks.attacks(),
         trust.ERROR_FLOOD_ATTACK,
     ]
     for attack in [*attacks, *integers.submissions(), *machine.attacks(canary_folder)]:
