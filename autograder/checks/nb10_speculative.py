@@ -103,15 +103,19 @@ def greedy(drafts: torch.Tensor, logits: torch.Tensor, **how) -> tuple[torch.Ten
 
 
 def _greedy_batch(gen, N: int, k: int, V: int):
-    """Drafts ``(N, k)`` and target logits ``(N, k + 1, V)``: row ``b`` matches its first
-    ``b % (k + 1)`` drafts, then differs; half the rows match again after the miss."""
+    """Drafts ``(N, k)`` and target logits ``(N, k + 1, V)``: each row matches its first ``m``
+    drafts, then differs, and half the rows match again after the miss. ``m`` comes from a
+    floating draw (a random permutation's rank), so the grader's second run, which redraws
+    those, lays the rows out anew: no count can be read off the layout."""
     drafts = torch.randint(0, V, (N, k), generator=gen)
     logits = randn(gen, N, k + 1, V)
+    rank = torch.rand(N, generator=gen, dtype=torch.float64).argsort()  # (N,)
+    again = torch.rand(N, generator=gen, dtype=torch.float64) < 0.5  # (N,)
     top, bottom = logits.amax(-1), logits.amin(-1)  # (N, k + 1)
     for b in range(N):
-        m = b % (k + 1)
+        m = int(rank[b]) % (k + 1)
         for i in range(k):
-            agrees = i < m or (i > m and b % 2 == 1)
+            agrees = i < m or (i > m and bool(again[b]))
             logits[b, i, drafts[b, i]] = top[b, i] + 1 if agrees else bottom[b, i] - 1
     return drafts, logits
 

@@ -35,6 +35,7 @@ from autograder import paths
 from autograder.build import instructor_notebook_text
 
 from . import allowlist, ids, integers, loopholes, machine, records, replay, threads, trust
+from .serving_speculative import ATTACKS as SPECULATIVE_ATTACKS
 
 RELEASE = "release"  # the learner who handed in the untouched release notebook
 
@@ -87,6 +88,7 @@ def write_submissions(subs: Path, canary_folder: Path) -> None:
         *allowlist.ATTACKS,
         *loopholes.attacks(),
         *records.ATTACKS,
+        *SPECULATIVE_ATTACKS,
         trust.ERROR_FLOOD_ATTACK,
     ]
     for attack in [*attacks, *integers.submissions(), *machine.attacks(canary_folder)]:
