@@ -339,8 +339,8 @@ def check_speculative_accept(
     configs += [(randint(gen, 4, 24), randint(gen, 1, 6), randint(gen, 2, 20)) for _ in range(3)]
     for N, k, V in configs[: 6 if thorough else 3]:
         args = _sample_batch(gen, N, k, V)
-        got = _call_sample(speculative_accept, args)
-        if not (torch.equal(got[0], sample(*args)[0]) and torch.equal(got[1], sample(*args)[1])):
+        got, right = _call_sample(speculative_accept, args), sample(*args)
+        if not (torch.equal(got[0], right[0]) and torch.equal(got[1], right[1])):
             _diagnose_sample(got, args, f"`{SAMPLE}` with k={k}, V={V}")
     _check_distribution(speculative_accept, gen)
 
