@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from interview_answers_more import ANSWERS as MORE_ANSWERS
 from interview_answers_more import WRONG as MORE_WRONG
+from interview_answers_serving import ANSWERS as SERVING_ANSWERS
+from interview_answers_serving import WRONG as SERVING_WRONG
 from torch import nn
 
 
@@ -426,10 +428,10 @@ WRONG = [  # (problem, variant, answer, words of its diagnosis)
     ("pre_ln_block", "separate", block_post_ln, "post-LN"),
 ]
 
-ANSWERS |= MORE_ANSWERS
+ANSWERS |= MORE_ANSWERS | SERVING_ANSWERS
 ANSWERS[("sink_cache", "extension")] = ANSWERS[("sliding_window", "extension")]  # shared
 ANSWERS[("debug_module", "extension")] = ANSWERS[("causal_mha", "extension")]
-WRONG += MORE_WRONG
+WRONG += MORE_WRONG + SERVING_WRONG
 
 
 # One attempt's answer cell for the ``attention`` problem, written without the 1/sqrt(d_k), and

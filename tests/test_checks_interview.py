@@ -34,6 +34,8 @@ ANCHORS = {
     "window_cache_bytes": 536_870_912,  # Mistral 7B: 2 · 32 layers · 8 · 128 · W = 4096 · 2 B
     "mla_bytes_per_token": 70_272,  # DeepSeek-V3: 61 layers · (512 + 64) · 2 B
     "swiglu_params": 135_266_304,  # Llama 2 7B's MLP: 3 · 4096 · 11,008
+    "block_bytes": 8_388_608,  # Llama 2 7B: 2 · 32 layers · 32 · 128 · 16 positions · 2 B
+    "chunked_prefill_steps": 17,  # ceil(8,000 / (512 − 32))
 }
 
 

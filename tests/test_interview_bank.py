@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 from interview_answers_more import WRONG_EXTENSIONS, packed_module
-from mistakes import alibi, gpu_backward, llama, mla, rope_scaling, sinks
+from interview_answers_serving import WRONG_EXTENSIONS as SERVING_WRONG_EXTENSIONS
+from mistakes import alibi, gpu_backward, llama, mla, paged, rope_scaling, sinks, speculative
 
 from autograder.interview import bank, problems_debug
 from autograder.interview.task import grade
@@ -20,6 +21,8 @@ PASTED = {  # the course's own answer to the exercise each new problem varies
     "sink_cache": sinks.sink_streaming_llm,  # notebook 08 §3: (B, heads, S, hs), two caches
     "mla": mla.MLAManual,  # notebook 08 §4: the cache a tuple (c_kv, k_rope)
     "tiled_backward": gpu_backward.backward_key_blocks,  # notebook 06 §6: o and natural lse
+    "paged_attention": paged.attention_gather,  # the served notebook §1: (num_blocks, bs, nkv, hs)
+    "speculative_decoding": speculative.sample_vllm,  # its §6: a batch, (n_accepted, next_token)
 }
 
 
@@ -56,7 +59,9 @@ def test_each_planted_bug_fails_its_test(variant, one_thread):
 
 
 @pytest.mark.parametrize(
-    "problem, answer, words", WRONG_EXTENSIONS, ids=lambda x: x if type(x) is str else ""
+    "problem, answer, words",
+    WRONG_EXTENSIONS + SERVING_WRONG_EXTENSIONS,
+    ids=lambda x: x if type(x) is str else "",
 )
 def test_a_wrong_extension_gets_its_diagnosis(problem, answer, words, one_thread):
     assert words in grade(bank.PROBLEMS[problem].extension, answer)

@@ -5,7 +5,8 @@ key/value heads, ``hs`` = C // nh (head size), ``L`` layers.
 
 No answer is written down here: the questions live with their oracles, a module per part of the
 notebook (§1 :mod:`.nb09_numbers`, §2 :mod:`.nb09_claims`, §5.1–5.7 :mod:`.nb09_loop`, §5.9–5.10
-:mod:`.nb09_beyond`), and are merged in here, where the two checks compare an answer with them.
+:mod:`.nb09_beyond`, §5.11 :mod:`.nb09_serving`), and are merged in here, where the two checks
+compare an answer with them.
 A number is recomputed by PyTorch and a known-wrong number comes with its diagnosis; a
 multiple-choice answer is measured where it can be and compared by salted hash elsewhere, and
 every option carries a note that explains it. Answers are variables named
@@ -32,6 +33,7 @@ from .nb09_beyond import BEYOND_CHOICES, BEYOND_NUMBERS
 from .nb09_claims import SECTION_2_CHOICES
 from .nb09_loop import LOOP_CHOICES, LOOP_NUMBERS
 from .nb09_numbers import SECTION_1_NUMBERS
+from .nb09_serving import SERVING_CHOICES, SERVING_NUMBERS
 
 #: Learner-importable names that would compute this notebook's graded answers. In the grading
 #: sandbox of any notebook whose test cells use these checks, they keep their names but raise.
@@ -90,7 +92,7 @@ class _Number:
 
 NUMBERS: dict[str, _Number] = {
     question: _Number(*spec)
-    for part in (SECTION_1_NUMBERS, LOOP_NUMBERS, BEYOND_NUMBERS)
+    for part in (SECTION_1_NUMBERS, LOOP_NUMBERS, BEYOND_NUMBERS, SERVING_NUMBERS)
     for question, spec in part.items()
 }
 
@@ -160,6 +162,7 @@ CHOICES: dict[str, Choice] = {
     **{question: Choice(**spec) for question, spec in SECTION_2_CHOICES.items()},
     **{question: Choice(*spec) for question, spec in LOOP_CHOICES.items()},
     **{question: Choice(*spec) for question, spec in BEYOND_CHOICES.items()},
+    **{question: Choice(*spec) for question, spec in SERVING_CHOICES.items()},
 }
 
 

@@ -26,6 +26,7 @@ from .problems_kernels import ONLINE_MERGE, ROPE
 from .problems_layers import CAUSAL_MHA, PACKED_PORT
 from .problems_long_context import SLIDING_WINDOW
 from .problems_positions import ALIBI, RMSNORM, ROPE_SCALING
+from .problems_serving import PAGED_ATTENTION, SPECULATIVE
 from .task import Problem
 
 PROBLEMS: dict[str, Problem] = {
@@ -53,6 +54,8 @@ PROBLEMS: dict[str, Problem] = {
         SAMPLING,
         LEFT_PADDING,
         DEBUG_MODULE,
+        PAGED_ATTENTION,
+        SPECULATIVE,
     )
 }
 

@@ -144,4 +144,23 @@ NUMERIC: dict[str, Numeric] = {
         2 * 12 * 12 * 64 * 512 * 4 / MIB,
         "2 × 12 layers × 12 heads × 64 × 512 × 4 bytes = 36 MiB, computed once per source.",
     ),
+    "paged_blocks_fit": Numeric(
+        "A server has 40 GiB of GPU memory left for the KV cache of Llama-2-7B (32 layers, 32 KV "
+        "heads of 128, fp16) in blocks of 16 tokens. How many blocks fit?",
+        "blocks",
+        40 * GIB / (2 * 32 * 32 * 128 * 16 * 2),
+        "One token: 2 × 32 × 32 × 128 × 2 bytes = 512 KiB; a block of 16: 8 MiB; 40 GiB / 8 MiB "
+        "= 5,120 blocks, about 82,000 tokens shared by every running sequence.",
+        tolerance=0.05,
+    ),
+    "speculative_tokens": Numeric(
+        "Speculative decoding with k = 4 drafts per step and an acceptance rate α = 0.8 per "
+        "draft: how many tokens does one target pass emit on average, the bonus or correction "
+        "token included?",
+        "tokens",
+        (1 - 0.8**5) / (1 - 0.8),
+        "(1 − α^(k+1)) / (1 − α) = (1 − 0.8⁵) / 0.2 ≈ 3.36 (Leviathan et al., 2023): one more "
+        "token per pass than the accepted drafts.",
+        tolerance=0.05,
+    ),
 }

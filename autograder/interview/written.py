@@ -309,4 +309,44 @@ WRITTEN: dict[str, Written] = {
             "bisect layer by layer",
         ),
     ),
+    "paged_cache": Written(
+        "What does a paged KV cache change compared with one contiguous cache per sequence, and "
+        "what does it cost?",
+        "A contiguous cache must reserve a sequence's maximum length before the server knows how "
+        "long it will run, so most of it sits empty (vLLM's paper measured 60–80% of the cache "
+        "wasted in earlier systems). A paged cache hands out fixed-size blocks from one pool as "
+        "a sequence grows; a block table maps position p to block table[p // bs], slot p % bs, "
+        "so only the last block is partly filled: under one block wasted per sequence. The freed "
+        "memory holds more sequences, so batches and throughput grow; blocks can also be shared "
+        "between sequences (a common prompt, beam search) with reference counts and "
+        "copy-on-write. The cost: the attention kernel gathers keys through the table instead "
+        "of reading one contiguous stretch, and the block size trades that indirection against "
+        "the waste in the last block.",
+        (
+            "contiguous caches reserve the maximum length up front and waste most of it",
+            "blocks from one pool, a block table maps positions to blocks and slots",
+            "waste is under one block per sequence, so more sequences fit in a batch",
+            "blocks can be shared (prefix caching) with reference counts and copy-on-write",
+            "the kernel reads through the table; the block size trades indirection for waste",
+        ),
+    ),
+    "speculative_exact": Written(
+        "Why does speculative sampling give exactly the target model's distribution, and what "
+        "decides how much faster it is?",
+        "A draft x, proposed with probability q(x), is accepted with probability min(1, "
+        "p(x)/q(x)), so it comes out with probability min(p(x), q(x)). On a rejection the token "
+        "is drawn from norm(max(0, p − q)); rejections happen with probability Σ max(0, q − p) "
+        "= Σ max(0, p − q), so that path adds max(0, p(x) − q(x)), and the two sum to p(x). The "
+        "speed comes from verifying k drafts in one target pass (k + 1 queries over the cache, "
+        "cheap while decoding is bound by memory traffic): with acceptance rate α = Σ min(p, q) "
+        "a pass emits (1 − α^(k+1)) / (1 − α) tokens on average, and the draft's own cost per "
+        "token limits the useful k.",
+        (
+            "accept with min(1, p/q): x is emitted with probability min(p, q)",
+            "on rejection, sample from the residual norm(max(0, p − q))",
+            "the two paths sum to p exactly, however poor the draft",
+            "k drafts are verified in one pass of k + 1 queries (decoding is memory-bound)",
+            "expected tokens per pass (1 − α^(k+1)) / (1 − α); the draft's cost bounds k",
+        ),
+    ),
 }

@@ -29,6 +29,10 @@ class Card:
     revisit: str
 
 
+# The serving notebook, by its title: its number is about to change.
+SERVED = "notebook “Attention as it is served”"
+
+
 def _card(id: str, group: str, revisit: str, front: str, back: str) -> Card:
     return Card(id, front, back, group, revisit)
 
@@ -451,6 +455,98 @@ DECK: tuple[Card, ...] = (
         "D = rowsum(dO ∘ O) once; per tile P = exp(S − L) from the saved log-sum-exp, "
         "dV += Pᵀ dO, dP = dO Vᵀ, dS = P ∘ (dP − D), dQ += dS K/√hs, dK += dSᵀ Q/√hs. No T × S "
         "tensor is ever stored: recomputing P costs less than reading it from memory.",
+    ),
+    _card(
+        "paged_cache",
+        "core ideas",
+        f"{SERVED} §1",
+        "What is a paged KV cache, and what does it save?",
+        "A pool of fixed-size blocks (vLLM: 16 positions) shared by all sequences; each sequence "
+        "keeps a block table, and position p lives in block table[p // bs], slot p % bs. Only a "
+        "sequence's last block is partly filled, so it wastes under one block, where a "
+        "contiguous cache reserves the maximum length up front (60-80% wasted in the systems "
+        "vLLM's paper measured).",
+    ),
+    _card(
+        "block_bytes",
+        "numbers & pitfalls",
+        f"{SERVED} §1, notebook 09 §5.11",
+        "Bytes of one 16-token block of Llama 2 7B's cache (32 layers, 32 kv heads of 128, fp16)?",
+        "2 (K, V) · 32 layers · 32 · 128 · 16 · 2 bytes = 8 MiB: one table entry stands for the "
+        "block in every layer (512 KiB per token).",
+    ),
+    _card(
+        "prefix_caching",
+        "core ideas",
+        f"{SERVED} §2",
+        "What does prefix caching share, and when is a block copied?",
+        "Full blocks of a common prefix (a system prompt), found by hashing each block with its "
+        "prefix, are prefilled and stored once and shared by reference count: the prefill FLOPs "
+        "and the memory are saved. A write into a shared block copies that block first "
+        "(copy-on-write).",
+    ),
+    _card(
+        "cu_seqlens",
+        "core ideas",
+        f"{SERVED} §3",
+        "What are cu_seqlens, and which mask do packed sequences need?",
+        "Sequences packed into one (total_tokens, C) tensor, no padding; cu_seqlens = [0, l0, "
+        "l0 + l1, …] marks where each starts (FlashAttention's varlen API). The mask is "
+        "block-diagonal and causal: a query reads its own sequence's keys up to itself.",
+    ),
+    _card(
+        "continuous_batching",
+        "intuition",
+        f"{SERVED} §3",
+        "Continuous against static batching?",
+        "Static: a batch runs until its longest reply ends, finished slots idle and pad. "
+        "Continuous (Orca, vLLM): scheduling at every step, a finished request leaves and a "
+        "waiting one joins at once, so the batch stays full.",
+    ),
+    _card(
+        "chunked_prefill",
+        "intuition",
+        f"{SERVED} §4",
+        "Chunked prefill: what happens to TTFT and TPOT?",
+        "A long prompt is prefilled a chunk per step beside the decodes, each chunk attending to "
+        "the cache and causally to itself (exact). No step exceeds the token budget, so the "
+        "decodes' time per output token stays bounded; the long prompt's time to first token "
+        "grows a little.",
+    ),
+    _card(
+        "split_kv_merge",
+        "core ideas",
+        f"{SERVED} §5",
+        "How are split-KV (FlashDecoding) partial results merged?",
+        "Each chunk gives o_i (normalised within it) and lse_i. lse = logsumexp_i lse_i; "
+        "o = Σ_i exp(lse_i − lse) · o_i. Exact for any number of chunks, an empty one "
+        "(lse = −∞) weighing 0; ring attention merges across devices the same way.",
+    ),
+    _card(
+        "speculative_rule",
+        "core ideas",
+        f"{SERVED} §6, notebook 09 §5.11",
+        "Speculative sampling's acceptance rule?",
+        "Accept draft x with probability min(1, p(x)/q(x)); at the first rejection, sample from "
+        "norm(max(0, p − q)); if all k are accepted, sample a bonus token from the target's "
+        "last row. The output follows p exactly; k drafts cost one target pass of k + 1 queries.",
+    ),
+    _card(
+        "speculative_tokens",
+        "numbers & pitfalls",
+        f"{SERVED} §6",
+        "Tokens per target pass of speculative decoding, with acceptance rate α and k drafts?",
+        "(1 − α^(k+1)) / (1 − α), with α = Σ min(p, q) (Leviathan et al., 2023): 3.4 at α = 0.8, "
+        "k = 4. Each extra draft adds α^k, while drafting it costs the same.",
+    ),
+    _card(
+        "tree_attention",
+        "numbers & pitfalls",
+        f"{SERVED} §6",
+        "The attention mask of a tree of drafts (Medusa, EAGLE)?",
+        "Each node sees the cached prefix and its ancestors, itself included: never its "
+        "siblings (alternatives to it). A plain causal mask over the flattened tree is the "
+        "classic mistake. One pass over the tree equals running each root-to-leaf path alone.",
     ),
 )
 

@@ -24,7 +24,7 @@
 # | 2 | Claims to confirm or push back on (multiple choice) | ●○○ – ●●○ | ~25 min | 12 |
 # | 3 | Find and fix the bug: a ported MHA module, a packed qkv projection, a rotary layer | ●●○ | ~40 min | 10 |
 # | 4 | Say it out loud: two written answers | ●●● | ~25 min | 7, by your instructor |
-# | 5 | The rest of the loop: complexity, FlashAttention, GQA and sharding, serving, long context, RoPE, the block; live coding of grouped-query attention; rolling caches, MLA, RoPE scaling, ALiBi, the Llama block and FlashAttention's backward | ●●○ – ●●● | ~80 min | 27 |
+# | 5 | The rest of the loop: complexity, FlashAttention, GQA and sharding, serving, long context, RoPE, the block; live coding of grouped-query attention; rolling caches, MLA, RoPE scaling, ALiBi, the Llama block and FlashAttention's backward; the paged cache, prefix caching, batching, chunked prefill, split-KV and speculative decoding | ●●○ – ●●● | ~95 min | 36 |
 # | 6 | Flashcards for spaced review | ●○○ | 10 min a day | — |
 # | 7 | If you got it wrong: where to revisit | — | — | — |
 #
@@ -1749,6 +1749,207 @@ answer_flash_backward_d = "a"
 check_choice("flash_backward_d", answer_flash_backward_d)
 
 # %% [markdown]
+# ### 5.11 · Attention as it is served
+#
+# The notebook *Attention as it is served* built what an inference server does around the
+# attention kernel: the paged KV cache, prefix caching, packed sequences, continuous batching,
+# chunked prefill, split-KV decoding and speculative decoding. The follow-ups an interviewer
+# asks about them:
+#
+# **A block of the paged cache.** vLLM keeps the cache in blocks of 16 positions; one entry of a
+# sequence's block table stands for the same block in every layer. For Llama 2 7B (32 layers,
+# 32 key/value heads of size 128, fp16 cache), how many bytes does one block take, keys and
+# values of all layers together?
+
+# %% nbgrader={"grade": false, "grade_id": "numbers_block_bytes", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_block_bytes = None  # a whole number
+### BEGIN SOLUTION
+answer_block_bytes = 2 * 32 * 32 * 128 * 16 * 2  # K and V, L, nkv, hs, 16 positions, fp16
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_numbers_block_bytes", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_block_bytes: one 16-token block of Llama 2 7B's cache, over all layers."""
+check_number("block_bytes", answer_block_bytes)
+
+# %% [markdown]
+# **The block size.** Why does vLLM default to blocks of 16 positions, rather than 1 or 512?
+#
+# - (a) A block must hold as many positions as the head has features, so that one block is one
+#   square tile of the attention kernel.
+# - (b) Small blocks would waste memory, since each block keeps its own copy of the prompt that
+#   the sequence started from.
+# - (c) Only a sequence's last block is partly filled, so the waste stays under one block per
+#   sequence; smaller blocks mean longer tables and scattered reads.
+# - (d) Blocks of 512 would bring back the waste of a contiguous cache: every sequence would
+#   again reserve its maximum length up front, however short it stays, as before paging.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_paged_block_size", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_paged_block_size = None  # one letter
+### BEGIN SOLUTION
+answer_paged_block_size = "c"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_paged_block_size", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_paged_block_size: what the block size trades."""
+check_choice("paged_block_size", answer_paged_block_size)
+
+# %% [markdown]
+# **Prefix caching.** 100 chats share one 2,000-token system prompt, served with prefix caching
+# (vLLM's automatic prefix caching, SGLang's radix tree). What is saved?
+#
+# - (a) Nothing on the prefill: a token's keys and values depend on the other requests in its
+#   batch, so each chat must prefill the shared prompt again.
+# - (b) The prompt's full blocks are prefilled and stored once, shared by reference count: their
+#   FLOPs and memory for 99 of the 100 chats.
+# - (c) The chats' queries skip the system prompt's keys altogether, since every chat sees the
+#   same ones, so each attention step reads 2,000 fewer keys.
+# - (d) Little: once the chats diverge, copy-on-write gives each of them its own copy of the
+#   whole shared prefix, so the memory saving lasts only until their first tokens.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_prefix_caching", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_prefix_caching = None  # one letter
+### BEGIN SOLUTION
+answer_prefix_caching = "b"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_prefix_caching", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_prefix_caching: what sharing a prompt's blocks saves."""
+check_choice("prefix_caching", answer_prefix_caching)
+
+# %% [markdown]
+# **Continuous batching.** Why does continuous batching (Orca's iteration-level scheduling,
+# vLLM) serve more tokens per second than static batching?
+#
+# - (a) It schedules at every step: a finished request leaves at once and a waiting one takes
+#   its slot, with no padding.
+# - (b) It concatenates the batch's prompts into one sequence, so that attention runs once for
+#   every request under one plain causal mask over the whole concatenation.
+# - (c) It gives every request its own CUDA stream and kernel launches, so that no request ever
+#   waits for another one to finish its step.
+# - (d) Requests in the same step share their attention scores, which lowers the FLOPs that each
+#   generated token costs.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_continuous_batching", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_continuous_batching = None  # one letter
+### BEGIN SOLUTION
+answer_continuous_batching = "a"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_continuous_batching", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_continuous_batching: where its throughput comes from."""
+check_choice("continuous_batching", answer_continuous_batching)
+
+# %% [markdown]
+# **Packed sequences.** Three sequences of lengths 3, 5 and 2 are packed into one `(10, C)`
+# tensor with `cu_seqlens = [0, 3, 8, 10]`, as FlashAttention's varlen functions take them.
+# Which mask gives each sequence what it would get alone?
+#
+# - (a) The 10 × 10 causal mask: each token reads everything packed before it, and nothing
+#   after it, which is what a causal language model needs.
+# - (b) A padding mask that blocks the last 2 positions, since 10 is not a multiple of the
+#   longest sequence's length.
+# - (c) A block-diagonal mask without causality: packing separates the sequences, and the
+#   position ids restart at 0 in each, which keeps every token from reading its future.
+# - (d) Block-diagonal and causal: a query reads the keys from its sequence's start up to
+#   itself.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_varlen_mask", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_varlen_mask = None  # one letter
+### BEGIN SOLUTION
+answer_varlen_mask = "d"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_varlen_mask", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_varlen_mask: the mask of packed sequences."""
+check_choice("varlen_mask", answer_varlen_mask)
+
+# %% [markdown]
+# **Chunked prefill, by the numbers.** A server's steps hold at most 512 tokens (its token
+# budget). 32 requests are decoding, one token each per step, and are scheduled first; the rest
+# of each step's budget goes to prefilling a new 8,000-token prompt in chunks. How many steps
+# does its prefill take?
+
+# %% nbgrader={"grade": false, "grade_id": "numbers_chunked_prefill_steps", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_chunked_prefill_steps = None  # a whole number
+### BEGIN SOLUTION
+answer_chunked_prefill_steps = math.ceil(8000 / (512 - 32))  # 480 prompt tokens per step
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_numbers_chunked_prefill_steps", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_chunked_prefill_steps: the steps of a chunked prefill beside 32 decodes."""
+check_number("chunked_prefill_steps", answer_chunked_prefill_steps)
+
+# %% [markdown]
+# **Chunked prefill, TTFT and TPOT.** A 16,000-token prompt arrives while 50 requests are
+# decoding. With chunked prefill (Sarathi-Serve, vLLM) it is prefilled 512 tokens per step
+# beside the decodes, instead of in one step. What changes?
+#
+# - (a) Both get faster: the prompt's time to first token (TTFT) and the decodes' time per
+#   output token (TPOT) go down, since the same work is spread more evenly over the steps.
+# - (b) The decodes' TPOT stays bounded, as no step carries 16,000 tokens; the prompt's TTFT
+#   grows.
+# - (c) The decodes stall until the prompt's last chunk is done, because the queries of a chunk
+#   must see every key of the prompt before any other request may run.
+# - (d) The prompt's output changes slightly, because each chunk's queries attend only to the
+#   tokens of their own chunk instead of the whole prompt.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_chunked_prefill", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_chunked_prefill = None  # one letter
+### BEGIN SOLUTION
+answer_chunked_prefill = "b"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_chunked_prefill", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_chunked_prefill: what chunking a long prefill does to TTFT and TPOT."""
+check_choice("chunked_prefill", answer_chunked_prefill)
+
+# %% [markdown]
+# **Split-KV decoding.** FlashDecoding splits one query's 64k-token cache into 8 chunks, each
+# attended on its own: chunk `i` returns its output `o_i`, normalised within the chunk, and its
+# log-sum-exp `lse_i`. How are they merged into the exact result?
+#
+# - (a) Average the eight `o_i`, since each chunk holds the same number of keys and so carries
+#   the same share of the softmax's weight.
+# - (b) Keep the `o_i` of the chunk with the largest `lse_i`: that chunk holds the largest
+#   scores, and the softmax puts nearly all its weight there.
+# - (c) `lse = logsumexp_i(lse_i)`, then `o = Σ_i exp(lse_i − lse) · o_i`.
+# - (d) Add the eight `o_i`, then divide the sum by the sum of the `lse_i`, the chunks'
+#   denominators, so that the merged weights sum to 1 again.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_split_kv_merge", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_split_kv_merge = None  # one letter
+### BEGIN SOLUTION
+answer_split_kv_merge = "c"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_split_kv_merge", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_split_kv_merge: merging split-KV partial results by their log-sum-exp."""
+check_choice("split_kv_merge", answer_split_kv_merge)
+
+# %% [markdown]
+# **Speculative sampling.** A draft model proposed token `x` with probability `q(x) = 0.6`; the
+# target model gives it `p(x) = 0.3`. What does the verification do?
+#
+# - (a) Accept `x` with probability `p(x) = 0.3`, and otherwise sample a replacement from `p`:
+#   the target's distribution alone decides.
+# - (b) Reject `x` outright, since the target likes it less than the draft did, then sample the
+#   replacement token from the target's `p`.
+# - (c) Accept `x` with probability `min(1, q(x) / p(x))`, so always here: the draft was sampled
+#   from a distribution that already follows the target's closely.
+# - (d) Accept with probability `min(1, p(x) / q(x)) = 0.5`; on rejection, sample from
+#   `norm(max(0, p − q))`.
+
+# %% nbgrader={"grade": false, "grade_id": "choice_speculative_rule", "locked": false, "schema_version": 3, "solution": true, "task": false}
+answer_speculative_rule = None  # one letter
+### BEGIN SOLUTION
+answer_speculative_rule = "d"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_choice_speculative_rule", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""answer_speculative_rule: the acceptance rule of speculative sampling."""
+check_choice("speculative_rule", answer_speculative_rule)
+
+# %% [markdown]
 # ## 6 · Flashcards for spaced review
 #
 # **Difficulty** ●○○ · **Time** 10 minutes a day, ungraded
@@ -1814,6 +2015,12 @@ else:
 # | `test_choice_alibi` | notebook 08 §6 (ALiBi: a bias instead of a rotation) |
 # | `test_choice_rmsnorm`, `test_choice_swiglu_width`, `test_numbers_swiglu_params` | notebook 02 §12 (the Llama-style block: RMSNorm and SwiGLU, the width and the count) |
 # | `test_choice_pre_ln`, `test_choice_dropout_where` | notebook 02 §10–11 (attention dropout; a pre-LN block) |
+# | `test_numbers_block_bytes`, `test_choice_paged_block_size` | *Attention as it is served* §1 (the paged KV cache; what contiguous preallocation wastes) and notebook 04 §1 (what generation keeps in memory) |
+# | `test_choice_prefix_caching` | *Attention as it is served* §2 (prefix caching: shared blocks, reference counts, copy-on-write) |
+# | `test_choice_continuous_batching`, `test_choice_varlen_mask` | *Attention as it is served* §3 (packed sequences and `cu_seqlens`; continuous against static batching) and notebook 03 (masks) |
+# | `test_numbers_chunked_prefill_steps`, `test_choice_chunked_prefill` | *Attention as it is served* §4 (chunked prefill; TTFT and TPOT) |
+# | `test_choice_split_kv_merge` | *Attention as it is served* §5 (split-KV decoding, merged by log-sum-exp) and notebook 06 (the online softmax) |
+# | `test_choice_speculative_rule` | *Attention as it is served* §6 (speculative decoding's verification; the rejection-sampling rule) |
 #
 # ## Summary
 #

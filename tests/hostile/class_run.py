@@ -44,6 +44,7 @@ from . import (
     replay,
     serving_chunks,
     serving_sharing,
+    serving_speculative,
     threads,
     trust,
 )
@@ -101,6 +102,7 @@ def write_submissions(subs: Path, canary_folder: Path) -> None:
         *records.ATTACKS,
         *serving_sharing.attacks(),
         *serving_chunks.attacks(),
+        *serving_speculative.ATTACKS,
         trust.ERROR_FLOOD_ATTACK,
     ]
     for attack in [*attacks, *integers.submissions(), *machine.attacks(canary_folder)]:

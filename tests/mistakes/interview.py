@@ -27,6 +27,7 @@ from autograder.checks.nb09_live import check_causal_gqa_live
 from autograder.checks.nb09_loop import LOOP_CHOICES
 from autograder.checks.nb09_ported import check_fixed_mha_mask, check_fixed_mha_matches_torch
 from autograder.checks.nb09_rotary import check_rope_decoding, check_rope_full_pass
+from autograder.checks.nb09_serving import SERVING_CHOICES
 
 from . import HIDDEN, Correct, Mistake, stub, tried
 
@@ -61,6 +62,8 @@ RIGHT_NUMBERS: dict[str, list[Any]] = {
     "window_cache_bytes": [536_870_912, 2 * 32 * 8 * 128 * 4096 * 2],
     "mla_bytes_per_token": [70_272, 61 * (512 + 64) * 2],
     "swiglu_params": [135_266_304, 3 * 4096 * 11008],
+    "block_bytes": [8_388_608, 2 * 32 * 32 * 128 * 16 * 2, 8 * 2**20],
+    "chunked_prefill_steps": [17, math.ceil(8000 / 480), 17.0],
 }
 
 WRONG_NUMBERS = [
@@ -149,6 +152,13 @@ WRONG_NUMBERS = [
     WrongAnswer("swiglu_params", 2 * 4096 * 11008, "three matrices"),
     WrongAnswer("swiglu_params", 2 * 4096 * 4 * 4096, "GELU MLP of width 4C"),
     WrongAnswer("swiglu_params", 3 * 4096 * 11008 + 2 * 11008 + 4096, "no biases"),
+    WrongAnswer("block_bytes", 32 * 32 * 128 * 16 * 2, "keys and values"),
+    WrongAnswer("block_bytes", 2 * 32 * 128 * 16 * 2, "all 32 layers"),
+    WrongAnswer("block_bytes", 2 * 32 * 32 * 128 * 16 * 4, "2 bytes"),
+    WrongAnswer("block_bytes", 2 * 32 * 32 * 128 * 2, "one token"),
+    WrongAnswer("chunked_prefill_steps", math.ceil(8000 / 512), "decoding requests take"),
+    WrongAnswer("chunked_prefill_steps", 1, "spread over several"),
+    WrongAnswer("chunked_prefill_steps", 8000 / 480, "whole number"),
 ]
 
 NOT_A_NUMBER = [
@@ -197,6 +207,13 @@ RIGHT_CHOICES: dict[str, list[Any]] = {
     "rmsnorm": ["d"],
     "swiglu_width": ["b"],
     "flash_backward_d": ["a"],
+    "paged_block_size": ["c"],
+    "prefix_caching": ["b"],
+    "continuous_batching": ["a"],
+    "varlen_mask": ["d"],
+    "chunked_prefill": ["b"],
+    "split_kv_merge": ["c"],
+    "speculative_rule": ["d"],
 }
 
 WRONG_CHOICES = [
@@ -244,7 +261,7 @@ WRONG_CHOICES = [
 # Section 5: every wrong letter gets the start of its own note.
 WRONG_CHOICES += [
     WrongAnswer(question, letter, note[:40])
-    for question, (notes, _) in (LOOP_CHOICES | BEYOND_CHOICES).items()
+    for question, (notes, _) in (LOOP_CHOICES | BEYOND_CHOICES | SERVING_CHOICES).items()
     for letter, note in notes.items()
     if letter != RIGHT_CHOICES[question][0]
 ]
