@@ -26,6 +26,7 @@ from autograder.grader.names import (
     bindings,
     binds,
     binds_or_imports,
+    imported_names,
     reached_names,
     top_level_reads,
 )
@@ -336,6 +337,11 @@ def withheld_tests(submitted, reference, release, notebook: str = "") -> dict[st
     ran_at = {nbcell.grade_id(c): i for i, c in enumerate(submitted.cells) if nbcell.is_test(c)}
     tools = set().union(*(binds_or_imports(t) for t in _given_trees(release)))
     tools -= set().union(*(binds_or_imports(t) for t in _answer_trees(release)))
+    rebinders = [
+        (where, index, tools if EVERY_NAME in bound else (bound | imported_names(tree)) & tools)
+        for (where, _, tree), (bound, _), index in zip(learner, cells, positions, strict=True)
+    ]
+    rebinders = [r for r in rebinders if r[2]]
     withheld = {}
     for test in (c for c in reference.cells if nbcell.is_test(c)):
         tree = parse(test.source)
@@ -355,23 +361,24 @@ def withheld_tests(submitted, reference, release, notebook: str = "") -> dict[st
             else:
                 continue
             break
-        rebound = _rebinds_given(learner, cells, positions, names & tools, at)
+        rebound = _rebinds_given(rebinders, names, at)
         if rebound:
             withheld.setdefault(nbcell.grade_id(test), rebound)
     return withheld
 
 
-def _rebinds_given(learner: list, cells: list, positions: list, given: set[str], at: int) -> str:
-    """Why a test that passes the notebook's own ``given`` names (a tool such as 06's
-    ``gradients_through``) waits for a person: a learner cell before it binds one of them. The
-    grader looks a test's arguments up in the learner's kernel, so the learner's version would
-    stand in for the course's and the checks would judge what it computes. "" if none does."""
-    for (where, _, tree), (bound, _), index in zip(learner, cells, positions, strict=True):
-        names = sorted(given if EVERY_NAME in bound else binds_or_imports(tree) & given)
-        if names and index < at:
+def _rebinds_given(rebinders: list, names: set[str], at: int) -> str:
+    """Why a test whose cell names ``names`` waits for a person: a learner cell before it (at a
+    position below ``at``) binds one of the names the notebook gives (a tool such as 06's
+    ``gradients_through``). ``rebinders``: (where, position, given names it binds) of each
+    learner cell that binds any. The grader looks a test's arguments up in the learner's kernel,
+    so the learner's version would stand in for the course's. "" if none does."""
+    for where, index, bound in rebinders:
+        rebound = sorted(bound & names)
+        if rebound and index < at:
             return (
-                f"`{where}`, which binds `{names[0]}`, given by the notebook: the test would run "
-                f"your `{names[0]}` in place of the course's"
+                f"`{where}`, which binds `{rebound[0]}`, given by the notebook: the test would "
+                f"run your `{rebound[0]}` in place of the course's"
             )
     return ""
 
