@@ -5,8 +5,8 @@ import json
 
 import nbformat
 import pytest
-from nbformat.v4 import new_code_cell
-from notebook_cells import NB, withholding_case
+from nbformat.v4 import new_code_cell, new_notebook
+from notebook_cells import NB, graded_cell, withholding_case
 
 from autograder import nbcell, paths
 from autograder.grader.scan import (
@@ -163,3 +163,51 @@ def test_scan_is_quiet_on_the_instructor_answers():
     answers = {c.metadata["nbgrader"]["grade_id"] for c in nb.cells if "nbgrader" in c.metadata}
     nb.cells = [c for c in nb.cells if nbcell.grade_id(c)]
     assert scan_notebook(nb, answers) == []
+
+
+def _tool_case():
+    """A release whose test passes a given tool, ``run_through``, with the answer ``f``."""
+    cells = [
+        graded_cell("from x import check_f, run_through", "setup", locked=True),
+        graded_cell("def f(x):\n    raise NotImplementedError()", "f", solution=True),
+        graded_cell("check_f(f, run_through)", "test_f", grade=True, locked=True, points=1),
+        graded_cell("def g(x):\n    raise NotImplementedError()", "g", solution=True),
+        graded_cell("check_g(g)", "test_g", grade=True, locked=True, points=1),
+    ]
+    return new_notebook(cells=cells)
+
+
+@pytest.mark.parametrize(
+    "rebinding",
+    [
+        "def run_through(fn, x):\n    return x",
+        "run_through = lambda fn, x: x",
+        "from math import sqrt as run_through",
+        "for run_through in [print]:\n    pass",
+        "(run_through := print)",
+        "def helper():\n    global run_through\n    run_through = print\nhelper()",
+        "class run_through:\n    pass",
+        "with open as run_through:\n    pass",
+        "try:\n    pass\nexcept Exception as run_through:\n    pass",
+        "import math as run_through",
+        "match print:\n    case run_through:\n        pass",
+        "match {}:\n    case {**run_through}:\n        pass",
+    ],
+)
+def test_a_learner_who_rebinds_a_given_tool_a_test_passes_is_withheld(rebinding):
+    """The grader re-runs a test's checks with its arguments looked up in the learner's kernel:
+    a given tool the learner rebinds (06's ``gradients_through``) would be the learner's own code
+    standing in for the course's, so the tests that pass it wait for a person."""
+    release = _tool_case()
+    submitted = nbformat.from_dict(json.loads(json.dumps(release)))
+    submitted.cells[1].source = "def f(x):\n    return x\n" + rebinding
+    withheld = withheld_tests(submitted, release, release)
+    assert "run_through" in withheld["test_f"], withheld  # code outside the list withholds more
+    assert withheld_tests(release, release, release) == {}
+    # in a cell of its own, added after the test, it reaches nothing graded before it
+    submitted = nbformat.from_dict(json.loads(json.dumps(release)))
+    submitted.cells[1].source = "def f(x):\n    return x"
+    submitted.cells.append(new_code_cell(rebinding))
+    assert "test_f" not in withheld_tests(submitted, release, release)
+    submitted.cells.insert(2, new_code_cell(rebinding))
+    assert "test_f" in withheld_tests(submitted, release, release)

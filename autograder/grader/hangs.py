@@ -12,7 +12,8 @@ from __future__ import annotations
 import ast
 import re
 
-from autograder.grader.scan import bindings, parse, reached_names
+from autograder.grader.names import bindings, reached_names
+from autograder.grader.scan import parse
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # IPython's frame header for code run from a cell: "Cell In[3], line 4, in M.forward(self, x)"

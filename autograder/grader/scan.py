@@ -20,6 +20,16 @@ from IPython.core.inputtransformer2 import TransformerManager
 
 from autograder import nbcell
 from autograder.grader import allowed, reading
+from autograder.grader.names import (
+    BINDS_COMPUTED,
+    EVERY_NAME,
+    bindings,
+    binds,
+    binds_or_imports,
+    imported_names,
+    reached_names,
+    top_level_reads,
+)
 
 LIBRARIES = {"torch", "F", "nn", "np", "numpy", "math", "builtins", "autograder", "IPython"}
 CALLS = {
@@ -120,56 +130,6 @@ def parse(source: str) -> ast.Module | None:
     return tree
 
 
-EVERY_NAME = "*"  # bound by a cell that binds names it computes: it could bind any of them
-NAMESPACES = {"globals", "vars", "locals"}
-BINDS_COMPUTED = "binds names it computes (globals(), vars() or setattr on a module)"
-
-
-def _namespace(node: ast.AST, modules: set[str]) -> bool:
-    """``globals()``, ``vars(...)``, ``sys.modules[...]`` or a module a cell imported."""
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-        return node.func.id in NAMESPACES
-    if isinstance(node, ast.Subscript):
-        return _path(node.value, {}) == "sys.modules"
-    return isinstance(node, ast.Name) and (node.id in modules or node.id == "__main__")
-
-
-def _binds_computed(tree: ast.Module) -> bool:
-    """Whether a cell binds global names it computes: ``globals()[name] = ...``,
-    ``vars().update(...)``, ``setattr(sys.modules[__name__], name, ...)``."""
-    modules = {
-        a.asname or a.name.split(".")[0]
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Import)
-        for a in n.names
-    }
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store | ast.Del):
-            if _namespace(node.value, modules):
-                return True
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        if isinstance(func, ast.Attribute) and _namespace(func.value, modules):
-            if func.attr in ("update", "__setitem__", "setdefault", "pop", "__delitem__"):
-                return True
-        named = isinstance(func, ast.Name) and func.id in ("setattr", "delattr")
-        if named and node.args and _namespace(node.args[0], modules):
-            return True
-    return False
-
-
-def _path(node: ast.AST, imported: dict[str, str]) -> str | None:
-    """``torch._C._foo`` for an attribute chain on a name, with imports resolved."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    return ".".join([imported.get(node.id, node.id), *reversed(parts)])
-
-
 def outside_the_list(source: str, context: allowed.Context | None = None) -> list[str]:
     """What in one cell's source is outside the allow-list (:mod:`allowed`), in one line each;
     judged alone (any name may be bound elsewhere) unless a notebook's ``context`` is given."""
@@ -261,81 +221,6 @@ def scan_notebook(nb, answer_names: set[str]) -> list[str]:
     return flags
 
 
-def _docstrings(tree: ast.Module) -> set[int]:
-    bodies = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    return {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, bodies)
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-        and isinstance(node.body[0].value, ast.Constant)
-    }
-
-
-def bindings(tree: ast.Module) -> tuple[set[str], set[str]]:
-    """(Names a cell binds for the cells after it, names it reads that it does not bind locally).
-
-    Besides definitions and assignments, the names in its strings count as bound
-    (``globals()["softmax"] = f``, ``exec("def softmax...")``), and so do names its functions
-    declare ``global`` and names it imports from outside the allow-list; other imports bind library
-    names, not the learner's code. A cell that binds names it computes
-    (``globals()["sd" + "pa"] = f``) binds :data:`EVERY_NAME`: any name at all.
-    """
-    bound, read, local = set(), set(), set()
-    docstrings = _docstrings(tree)
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            if reading.outside(ast.Module(body=[node], type_ignores=[]), allowed.Context()):
-                bound |= {a.asname or a.name.split(".")[0] for a in node.names}
-        else:
-            bound |= {
-                n.id
-                for n in ast.walk(node)
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-            }
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            args = node.args
-            local |= {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
-            local |= {a.arg for a in (args.vararg, args.kwarg) if a}
-            local |= {
-                n.id
-                for n in ast.walk(node)
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-            }
-        elif isinstance(node, ast.Global):
-            bound |= set(node.names)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-            read.add(node.id)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if id(node) not in docstrings:
-                bound |= set(re.findall(r"[A-Za-z_]\w*", node.value))
-    if _binds_computed(tree):
-        bound.add(EVERY_NAME)
-    return bound, read - (local - bound)
-
-
-def _binds(bound: set[str], names: set[str]) -> bool:
-    return EVERY_NAME in bound or bool(bound & names)
-
-
-def reached_names(names: set[str], cells: list[tuple[set[str], set[str]]]) -> set[str]:
-    """``names`` and every name the learner's cells (their :func:`bindings`) read to define
-    them, transitively: a test that calls ``softmax`` reaches the helper ``softmax`` calls."""
-    reached = set(names)
-    grown = True
-    while grown:
-        grown = False
-        for bound, read in cells:
-            if _binds(bound, reached) and not read <= reached:
-                reached |= read
-                grown = True
-    return reached
-
-
 def _context(release, notebook: str, learner: list[ast.Module]) -> allowed.Context:
     """What the learner's cells may name: what any learner cell or any cell of the release
     binds, the imports of both, the course helpers the release's given cells import."""
@@ -379,17 +264,6 @@ class _Flagged:
         self.footprint |= names
 
 
-def _top_level_reads(tree: ast.Module) -> set[str]:
-    """Names a cell's top-level code reads (not its function bodies)."""
-    return {
-        n.id
-        for statement in tree.body
-        if not isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
-        for n in ast.walk(statement)
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-    }
-
-
 def withheld_tests(submitted, reference, release, notebook: str = "") -> dict[str, str]:
     """Test cell grade id -> why its points wait for a person: the test uses, directly or through
     other code of the learner's, a name bound in a cell of the learner's with code outside the
@@ -400,6 +274,11 @@ def withheld_tests(submitted, reference, release, notebook: str = "") -> dict[st
     name that code reads, writes or binds (transitively, :func:`reached_names`), when all of it
     reaches only what it names (:data:`allowed.NAMED_ONLY`); every test when the cell binds
     names it computes or its code could change what it does not name.
+
+    A test whose cell passes a name the notebook's given cells bind (a tool such as 06's
+    ``gradients_through``) waits for a person when a learner cell before it binds that name too:
+    the grader looks the test's arguments up in the learner's kernel, so the learner's version
+    would stand in for the course's. Binding any name is allowed; this judges only its use.
 
     numpy is judged here too: numpy in a learner cell whose names other learner code reads, or
     that reads names of other cells (a tensor may come in or go out), is numpy on tensors.
@@ -448,22 +327,28 @@ def withheld_tests(submitted, reference, release, notebook: str = "") -> dict[st
             flagged.append(_Flagged(where, bound, read, whys, anything, positions[i]))
             if any(f.now for f in found):
                 flagged[-1].runs((bound | reached_names(read, cells)) - modules)
-    if not flagged:
-        return {}
     for (_, _, tree), (bound, _) in zip(learner, cells, strict=True):
-        reached = reached_names(_top_level_reads(tree), cells)  # what its top-level code runs
+        reached = reached_names(top_level_reads(tree), cells)  # what its top-level code runs
         for entry in flagged:
-            if _binds(entry.bound, reached):  # its outside code runs when this cell runs
+            if binds(entry.bound, reached):  # its outside code runs when this cell runs
                 entry.runs((bound | reached | reached_names(entry.read, cells)) - modules)
     # Cells run in order and a test is verified when it runs: a test runs at its last place in
     # the submission, or after everything where the learner deleted it (nbgrader puts it back).
     ran_at = {nbcell.grade_id(c): i for i, c in enumerate(submitted.cells) if nbcell.is_test(c)}
+    tools = set().union(*(binds_or_imports(t) for t in _given_trees(release)))
+    tools -= set().union(*(binds_or_imports(t) for t in _answer_trees(release)))
+    rebinders = [
+        (where, index, tools if EVERY_NAME in bound else (bound | imported_names(tree)) & tools)
+        for (where, _, tree), (bound, _), index in zip(learner, cells, positions, strict=True)
+    ]
+    rebinders = [r for r in rebinders if r[2]]
     withheld = {}
     for test in (c for c in reference.cells if nbcell.is_test(c)):
         tree = parse(test.source)
         if tree is None:
             continue
-        reached = reached_names({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}, cells)
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        reached = reached_names(names, cells)
         at = ran_at.get(nbcell.grade_id(test), len(submitted.cells))
         for entry in (e for e in flagged if e.index < at):
             why = f"`{entry.where}`, which {'; '.join(entry.whys[:3])}"
@@ -471,12 +356,37 @@ def withheld_tests(submitted, reference, release, notebook: str = "") -> dict[st
                 withheld[nbcell.grade_id(test)] = why + " (when its cell runs, so every test)"
             elif entry.footprint & reached:
                 withheld[nbcell.grade_id(test)] = why + " (when its cell runs)"
-            elif _binds(entry.bound, reached):
+            elif binds(entry.bound, reached):
                 withheld[nbcell.grade_id(test)] = why
             else:
                 continue
             break
+        rebound = _rebinds_given(rebinders, names, at)
+        if rebound:
+            withheld.setdefault(nbcell.grade_id(test), rebound)
     return withheld
+
+
+def _rebinds_given(rebinders: list, names: set[str], at: int) -> str:
+    """Why a test whose cell names ``names`` waits for a person: a learner cell before it (at a
+    position below ``at``) binds one of the names the notebook gives (a tool such as 06's
+    ``gradients_through``). ``rebinders``: (where, position, given names it binds) of each
+    learner cell that binds any. The grader looks a test's arguments up in the learner's kernel,
+    so the learner's version would stand in for the course's. "" if none does."""
+    for where, index, bound in rebinders:
+        rebound = sorted(bound & names)
+        if rebound and index < at:
+            return (
+                f"`{where}`, which binds `{rebound[0]}`, given by the notebook: the test would "
+                f"run your `{rebound[0]}` in place of the course's"
+            )
+    return ""
+
+
+def _answer_trees(release) -> list[ast.Module]:
+    """The syntax trees of the release's answer cells."""
+    trees = (parse(c.source) for c in release.cells if nbcell.is_answer(c))
+    return [t for t in trees if t is not None]
 
 
 def _given_trees(release) -> list[ast.Module]:

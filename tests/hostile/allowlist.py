@@ -218,6 +218,32 @@ NB06_ATTACK = """def tiled_attention_backward(q, k, v, o, lse, do, block_size=64
     return tuple(g.to(t.dtype) for g, t in zip(grads, (q, k, v)))
 """
 
+# 06's FlashAttention left a stub; the given tool its tests pass, ``gradients_through``, rebound
+# to autograd through plain attention (the memory test still refuses it: it holds the table).
+NB06_GIVEN_TOOL = (
+    """class FlashAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, causal=False):
+        raise NotImplementedError()
+
+    @staticmethod
+    def backward(ctx, do):
+        raise NotImplementedError()
+""",
+    """def gradients_through(function, q, k, v, do, *args):
+    causal = bool(args[0]) if args else False
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    with torch.enable_grad():
+        s = leaves[0] @ leaves[1].transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if causal:
+            T, S = s.shape[-2:]
+            keep = torch.ones(T, S, dtype=torch.bool).tril(S - T)
+            s = s.masked_fill(~keep, float("-inf"))
+        o = torch.softmax(s, -1) @ leaves[2]
+    return torch.autograd.grad(o, leaves, do)
+""",
+)
+
 NB08_ATTACK = """def mla_cache_bytes(
     num_layers, d_latent, d_rope, seq_len, batch_size=1, bytes_per_value=2
 ):
@@ -403,11 +429,17 @@ ATTACKS = (
             "test_tiled_attention_backward_matches_autograd",
             "test_tiled_attention_backward_causal",
             "test_tiled_attention_backward_by_hand",
+            "test_flash_attention_gradients",
         ),
         "the backward computed by the autograd engine, called through "
-        "torch.autograd.graph._engine_run_backward (no call named grad or backward)",
+        "torch.autograd.graph._engine_run_backward (no call named grad or backward); and "
+        "FlashAttention left a stub, the given gradients_through rebound to autograd",
         "solution",
-        (_after("tiled_attention_backward", NB06_ATTACK),),
+        (
+            _after("tiled_attention_backward", NB06_ATTACK),
+            Edit("answer", "FlashAttention", NB06_GIVEN_TOOL[0]),
+            _after("FlashAttention", NB06_GIVEN_TOOL[1]),
+        ),
     ),
     Attack(
         "al_nb08_meta_thread",

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import nbformat
 
 from autograder import nbcell, paths
+from autograder.grader import names as cell_names
 from autograder.grader import scan
 
 NB01, NB02, NB03, NB04 = (
@@ -1058,15 +1059,17 @@ def _stub_unreached(nb, original: dict, stubs: dict, solution, targets) -> None:
     Such an answer cannot change a target's outcome, and re-verifying the instructor's answers in
     every attack cost the class run most of its CPU: the controls already prove them.
     """
-    cells = [scan.bindings(tree) for c in nb.cells if (tree := scan.parse(c.source)) is not None]
+    cells = [
+        cell_names.bindings(tree) for c in nb.cells if (tree := scan.parse(c.source)) is not None
+    ]
     tests = [c for c in solution.cells if nbcell.is_test(c) and nbcell.grade_id(c) in targets]
     names = {n.id for c in tests for n in ast.walk(scan.parse(c.source)) if isinstance(n, ast.Name)}
-    reached = scan.reached_names(names, cells)
+    reached = cell_names.reached_names(names, cells)
     for cell in nb.cells:
         grade_id = nbcell.grade_id(cell)
         if not nbcell.is_answer(cell) or cell.source != original.get(grade_id):
             continue
         tree = scan.parse(cell.source)
-        bound = scan.bindings(tree)[0] if tree is not None else {scan.EVERY_NAME}
-        if scan.EVERY_NAME not in reached and not bound & reached:
+        bound = cell_names.bindings(tree)[0] if tree is not None else {cell_names.EVERY_NAME}
+        if cell_names.EVERY_NAME not in reached and not bound & reached:
             cell.source = stubs[grade_id]
