@@ -11,7 +11,7 @@ Two things are added on the way, so the notebooks behave in JupyterLab as a lear
   tagged ``raises-exception``: JupyterLab's Run All goes on past them to the plots and sliders
   further down, while nbgrader still scores a failing test cell as failed. So is an answer cell
   whose stub raises as soon as it runs (``answer_x = None`` then a top-level ``raise
-  NotImplementedError()``, as in notebooks 05 and 09): untouched, it would stop Run All at the
+  NotImplementedError()``, as in notebooks 05 and 10): untouched, it would stop Run All at the
   first question. Answer cells that define a function or class (their stub raises only when
   called) and the locked set-up cell are not tagged: an error there still stops Run All, as
   everything after depends on them;

@@ -12,7 +12,10 @@ MODEL_ANSWERS = Path("reference") / "model_answers"
 SAVED_GRADES = ".autograder-grades"
 # Notebooks whose id changed, old -> new: a learner's copy under the old name is never touched,
 # and `check` says where its exercises went instead of failing to recognise it.
-RENAMED = {"08_interview_prep": "09_interview_prep"}  # 08 is now long context, before interviews
+RENAMED = {  # 08 is now long context and 09 the serving notebook, before interviews
+    "08_interview_prep": "10_interview_prep",
+    "09_interview_prep": "10_interview_prep",
+}
 
 
 def notebook_ids() -> list[str]:

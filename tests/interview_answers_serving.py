@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from mistakes import speculative
 
-from autograder.checks import nb10_speculative as checks
+from autograder.checks import nb09_speculative as checks
 
 # ------------------------------------------------------------------------------- paged cache
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from autograder.bench import serving
-from autograder.tools.nb10_serving_sim import kv_slots, lognormal_lengths, simulate
+from autograder.tools.nb09_serving_sim import kv_slots, lognormal_lengths, simulate
 
 
 def test_tiny_run_is_deterministic_and_reports_both_parts(tmp_path, capsys):

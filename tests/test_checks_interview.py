@@ -1,4 +1,4 @@
-"""Notebook 09's checks accept every right answer, diagnose each known wrong one, keep no answer
+"""Notebook 10's checks accept every right answer, diagnose each known wrong one, keep no answer
 in plain sight, and the buggy code shown in the notebook really fails the course's checks."""
 
 import hashlib
@@ -12,10 +12,10 @@ import torch
 from mistakes import interview as impl
 
 from autograder import nbcell, paths
-from autograder.checks import CheckFailure, nb09_beyond, nb09_loop
-from autograder.checks import nb09_interview as checks
+from autograder.checks import CheckFailure, nb10_beyond, nb10_loop
+from autograder.checks import nb10_interview as checks
 
-NOTEBOOK = "09_interview_prep"
+NOTEBOOK = "10_interview_prep"
 
 # Published figures (notes/anchors.md, the seeds): the oracles must reproduce them.
 ANCHORS = {
@@ -113,7 +113,7 @@ def test_every_wrong_letter_of_every_question_is_explained(question):
 def test_answers_are_not_in_plain_sight():
     """Every option has a note (no letter stands out), hashed answers are salted, and the
     measured questions have exactly one true claim."""
-    source = inspect.getsource(checks) + inspect.getsource(nb09_loop)
+    source = inspect.getsource(checks) + inspect.getsource(nb10_loop)
     for question, spec in checks.CHOICES.items():
         assert set(spec.notes) >= set("abcd")
         right = "".join(sorted(checks._right(question, spec)))
@@ -121,11 +121,11 @@ def test_answers_are_not_in_plain_sight():
         if spec.measured is None:
             plain = hashlib.sha256(f"{question}|{right}".encode()).hexdigest()[:16]
             assert plain not in source
-    beyond = nb09_beyond.BEYOND_NUMBERS
+    beyond = nb10_beyond.BEYOND_NUMBERS
     for question, value in ANCHORS.items():
         inputs = ("gpt3_head_size", "matmuls_packed", "prefill_intensity", "decode_intensity")
-        # nb09_beyond's configurations hold 61 (DeepSeek-V3's layers), only its own anchors
-        where = source + inspect.getsource(nb09_beyond) if question in beyond else source
+        # nb10_beyond's configurations hold 61 (DeepSeek-V3's layers), only its own anchors
+        where = source + inspect.getsource(nb10_beyond) if question in beyond else source
         if question not in inputs:  # 128, 4, 2048 and 1 are also inputs
             assert not {f"{value:_}", str(value)} & set(re.findall(r"\b\d[\d_]*\b", where))
 
@@ -178,7 +178,7 @@ def test_flash_io_key_says_the_traffic_stays_quadratic_in_t():
     assert 3.5 < large / small < 4.5
     standard = 4 * 16384**2  # the T × T scores and weights, each written and read back once
     assert large < standard / 5  # far smaller, all the same
-    notes, _ = nb09_loop.LOOP_CHOICES["flash_io"]
+    notes, _ = nb10_loop.LOOP_CHOICES["flash_io"]
     key = "".join(checks._right("flash_io", checks.CHOICES["flash_io"]))
     assert "T²·hs²/M" in notes[key] and "T·hs per head" not in notes[key]
     source = paths.source_text(NOTEBOOK).read_text()

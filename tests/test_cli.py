@@ -41,8 +41,13 @@ def _bad_inputs(tmp_path, nb_id):
         ),
         "wrong_name": (d / "w" / "homework.ipynb", good, "cannot tell which course notebook"),
         "not_ipynb": (d / "p" / f"{nb_id}.py", good, "expected a .ipynb file"),
-        # a learner's copy from before the interview notebook became 09
-        "old_name": (d / "o" / "08_interview_prep.ipynb", good, "old name of 09_interview_prep"),
+        # learners' copies from before the interview notebook became 09 (08), then 10 (09)
+        "old_name": (d / "o" / "08_interview_prep.ipynb", good, "old name of 10_interview_prep"),
+        "old_name_09": (
+            d / "o9" / "09_interview_prep.ipynb",
+            good,
+            "old name of 10_interview_prep",
+        ),
     }
     for path, content, _ in cases.values():
         if content is not None:
@@ -66,6 +71,7 @@ BAD = [
     "wrong_name",
     "not_ipynb",
     "old_name",
+    "old_name_09",
 ]
 
 

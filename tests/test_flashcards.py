@@ -1,5 +1,5 @@
 """The flashcard deck covers every point of the two source texts; the Leitner schedule, its JSON
-file and the widget behave as notebook 09 describes them."""
+file and the widget behave as notebook 10 describes them."""
 
 import json
 import re
@@ -7,10 +7,10 @@ import re
 import ipywidgets as widgets
 import pytest
 
-from autograder.tools import nb09_deck as deck
-from autograder.tools import nb09_flashcards as fc
+from autograder.tools import nb10_deck as deck
+from autograder.tools import nb10_flashcards as fc
 
-# Every point of the glossary entry (000) and of the explainer (004) that notebook 09 covers.
+# Every point of the glossary entry (000) and of the explainer (004) that notebook 10 covers.
 SEED_POINTS = {
     "000 definition",
     "000 why: diverse representations",

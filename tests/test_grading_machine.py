@@ -155,16 +155,16 @@ def test_the_instructors_answers_withhold_nothing(nb01_pair):
 
 
 def test_no_module_of_a_classroom_kernel_holds_the_quiz_key(tmp_path):
-    """Notebook 09's choice digests and their salt stay in the grader: a kernel cannot hash
+    """Notebook 10's choice digests and their salt stay in the grader: a kernel cannot hash
     letters against them (the learner's public package holds them for self-study: GUIDE.md)."""
     from autograder.build import instructor_notebook_text
-    from autograder.checks import nb09_interview
+    from autograder.checks import nb10_interview
     from autograder.grader import kernel_package
 
-    tree = kernel_package.build(tmp_path, instructor_notebook_text("09_interview_prep"))
-    digests = {d for spec in nb09_interview.CHOICES.values() for d in spec.digests}
-    assert len(digests) > 10 and nb09_interview.SALT
+    tree = kernel_package.build(tmp_path, instructor_notebook_text("10_interview_prep"))
+    digests = {d for spec in nb10_interview.CHOICES.values() for d in spec.digests}
+    assert len(digests) > 10 and nb10_interview.SALT
     for path in (p for p in tree.rglob("*") if p.is_file()):
         text = path.read_text(errors="replace")
-        assert nb09_interview.SALT not in text, path
+        assert nb10_interview.SALT not in text, path
         assert not [d for d in digests if d in text], path

@@ -16,7 +16,7 @@ import torch
 from interview_answers import ANSWERS, SCALED_CELL, UNSCALED_CELL, WRONG, window_mask
 from mistakes import attention, cross, dropout, gqa, interview, masking, rope
 
-from autograder.checks.nb09_interview import CHOICES, check_choice
+from autograder.checks.nb10_interview import CHOICES, check_choice
 from autograder.interview import bank, notebook, scorecard
 from autograder.interview.task import grade
 
@@ -30,10 +30,10 @@ TASKS = [
 def test_the_bank_draws_from_the_whole_course():
     assert len(bank.PROBLEMS) >= 10
     taught = {n for p in bank.PROBLEMS.values() for n in re.findall(r"notebook (\d+)", p.taught)}
-    assert {"01", "02", "03", "04", "06", "08", "09"} <= taught
+    assert {"01", "02", "03", "04", "06", "08", "10"} <= taught
     assert all(len(p.variants) >= 2 for p in bank.PROBLEMS.values())
     for problem in bank.PROBLEMS.values():
-        for question in problem.spoken:  # every follow-up is a question of notebook 09's bank
+        for question in problem.spoken:  # every follow-up is a question of notebook 10's bank
             assert question in CHOICES or question == "crossover_seq_len", question
             assert bank.question_text(question), question
 
@@ -54,7 +54,7 @@ def test_a_wrong_answer_gets_the_checks_diagnosis(problem, variant, answer, word
 PASTED = {
     "attention": attention.sdpa_matmul,  # notebook 01: (q, k, v, mask) -> (out, weights)
     "causal_mask": masking.causal_tril,  # notebook 03: True = may attend, S given
-    "causal_mha": interview.gqa_live_sdpa,  # notebook 09's live round: packed w_kv, nkv
+    "causal_mha": interview.gqa_live_sdpa,  # notebook 10's live round: packed w_kv, nkv
     "cross_attention": cross.cross_arange,  # notebook 02: (mha, decoder_x, encoder_out, lengths)
     "attention_dropout": dropout.dropout_functional,  # notebook 02: p to drop, (out, weights)
     "repeat_kv": gqa.repeat_interleave,  # notebook 04: (B, nkv, S, hs), n_rep
@@ -145,7 +145,7 @@ def test_the_rope_extension_names_the_layout_each_call_asks_for(one_thread):
 
 
 def test_a_spoken_answer_is_told_of_the_interviews_call(tmp_path):
-    """Issue 46: a wrong spoken answer named notebook 09's `answer_sqrt_dk`."""
+    """Issue 46: a wrong spoken answer named notebook 10's `answer_sqrt_dk`."""
     from autograder.checks import CheckFailure
     from autograder.interview.session import Interview
 
@@ -162,7 +162,7 @@ def test_a_spoken_answer_is_told_of_the_interviews_call(tmp_path):
 
 
 def test_a_spoken_follow_up_stands_on_its_own():
-    """Issue 46: a follow-up spoke of "section 3.3's cache", a section of notebook 09 that the
+    """Issue 46: a follow-up spoke of "section 3.3's cache", a section of notebook 10 that the
     candidate does not have in front of them."""
     for question in {q for problem in bank.PROBLEMS.values() for q in problem.spoken}:
         assert not re.search(r"\bsection \d", bank.question_text(question), re.I), question

@@ -64,8 +64,8 @@ def _imported_check_modules(module: str) -> set[str]:
 @pytest.mark.parametrize("notebook", paths.notebook_ids())
 def test_a_part_a_notebook_does_not_name_declares_no_answers(notebook):
     """``grade`` reads the declarations of the check modules a notebook names: a module of the
-    same notebook reached only through one of them (notebook 09's question modules, merged by
-    ``nb09_interview``) must leave its answers to the one the notebook names."""
+    same notebook reached only through one of them (notebook 10's question modules, merged by
+    ``nb10_interview``) must leave its answers to the one the notebook names."""
     source = (paths.REPO_ROOT / "solutions" / notebook / f"{notebook}.py").read_text()
     named = kernel_package.check_modules(source)
     for module in named:

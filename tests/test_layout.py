@@ -191,11 +191,11 @@ def test_no_import_cycle_between_modules():
 
 
 CHECKS = ROOT / "checks"
-#: The one check module that imports other notebook modules' names: notebook 09's quiz gathers
+#: The one check module that imports other notebook modules' names: notebook 10's quiz gathers
 #: its question banks, one module per part of the notebook (§1, §2, the loop, beyond, serving),
-#: all 09's.
+#: all 10's.
 GATHERS_BANKS = {
-    "nb09_interview": {"nb09_numbers", "nb09_claims", "nb09_beyond", "nb09_loop", "nb09_serving"}
+    "nb10_interview": {"nb10_numbers", "nb10_claims", "nb10_beyond", "nb10_loop", "nb10_serving"}
 }
 
 

@@ -1,4 +1,4 @@
-"""Notebook 09's live-coding clock: it shows the time as it runs, and the first passing run of the
+"""Notebook 10's live-coding clock: it shows the time as it runs, and the first passing run of the
 round's test cell stops it (``tools.live_timer``)."""
 
 import threading

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from autograder import paths
-from autograder.checks import _masks, nb08_alibi, nb08_rope_scaling, nb09_interview
+from autograder.checks import _masks, nb08_alibi, nb08_rope_scaling, nb10_interview
 from autograder.interview.bank import PROBLEMS
-from autograder.tools.nb09_deck import DECK
+from autograder.tools.nb10_deck import DECK
 
 SOLUTIONS = paths.REPO_ROOT / "solutions"
 
@@ -77,9 +77,9 @@ def test_the_running_merge_state_is_flashattention_2s_and_points_to_online_softm
 
 
 def test_no_ring_buffer_option_is_a_shipped_design_marked_wrong():
-    """09 §5.9: shifting the window every step is what Hugging Face's static sliding cache does,
+    """10 §5.9: shifting the window every step is what Hugging Face's static sliding cache does,
     so it cannot be a wrong option of "Reading the ring"."""
-    question = _paragraph(_source("09_interview_prep"), "**Reading the ring.**", until="\n# %%")
+    question = _paragraph(_source("10_interview_prep"), "**Reading the ring.**", until="\n# %%")
     assert not re.search(r"\b(shift|roll)(s|ed)?\b", question, re.I)
 
 
@@ -126,30 +126,30 @@ def test_hybrid_cache_example_adds_one_estimate_per_kind_of_layer():
 
 
 def _option(question: str, letter: str) -> str:
-    """Option ``letter`` of the notebook 09 question whose markdown opens with ``question``."""
-    text = _paragraph(_source("09_interview_prep"), question, until="\n# %%")
+    """Option ``letter`` of the notebook 10 question whose markdown opens with ``question``."""
+    text = _paragraph(_source("10_interview_prep"), question, until="\n# %%")
     return re.search(rf"- \({letter}\) (.*?)(?= - \(|$)", text).group(1)
 
 
 def test_every_subsection_of_09_is_a_level_three_heading():
-    """09 §5.9 and §5.10 lost jupytext's ``# `` and rendered one level up, beside §5 and §6."""
-    source = _source("09_interview_prep")
+    """10 §5.9 and §5.10 lost jupytext's ``# `` and rendered one level up, beside §5 and §6."""
+    source = _source("10_interview_prep")
     assert not re.search(r"^###? \d", source, re.M)
     for number in ("5.9", "5.10"):
         assert re.search(rf"^# ### {re.escape(number)} · ", source, re.M), number
 
 
 def test_the_renumbering_aside_follows_the_last_rope_cache_option():
-    """09 §5.6 is read aloud as a follow-up: an aside between two options splits the list."""
-    text = _paragraph(_source("09_interview_prep"), "### 5.6 · RoPE and the cache", "\n# %%")
+    """10 §5.6 is read aloud as a follow-up: an aside between two options splits the list."""
+    text = _paragraph(_source("10_interview_prep"), "### 5.6 · RoPE and the cache", "\n# %%")
     assert text.index("- (d)") < text.index("renumber")
 
 
 def test_the_window_cache_row_points_to_where_notebook_08_counts_it():
-    """09 §7: the rolling cache's bytes are Exercise 8 of notebook 08 §7."""
+    """10 §7: the rolling cache's bytes are Exercise 8 of notebook 08 §7."""
     row = next(
         line
-        for line in _source("09_interview_prep").splitlines()
+        for line in _source("10_interview_prep").splitlines()
         if line.startswith("# | `test_numbers_window_cache_bytes`")
     )
     assert "notebook 08 §7" in row
@@ -157,7 +157,7 @@ def test_the_window_cache_row_points_to_where_notebook_08_counts_it():
 
 
 def test_dynamic_ntk_is_said_with_the_scale_it_uses():
-    """09 §5.9 and its flashcard gave static NTK's base only; dynamic NTK (the graded exercise of
+    """10 §5.9 and its flashcard gave static NTK's base only; dynamic NTK (the graded exercise of
     08) puts s·L_now/L − (s − 1) in place of s."""
     s, L, now, hs = 4.0, 4096, 16384, 128
     dynamic, _ = nb08_rope_scaling.expected("dynamic", hs, 10000.0, s, L, now, 32.0, 1.0)
@@ -172,7 +172,7 @@ def test_dynamic_ntk_is_said_with_the_scale_it_uses():
 
 
 def test_keys_cached_at_an_older_base_break_the_relative_property():
-    """09 §5.9, dynamic NTK and the cache: a key rotated at the old base and a query at the new
+    """10 §5.9, dynamic NTK and the cache: a key rotated at the old base and a query at the new
     one score by more than their distance, so the cache would need re-rotating."""
 
     def rotate(x, pos, inv_freq):  # x (hs,), pairs of neighbouring features
@@ -196,7 +196,7 @@ def test_keys_cached_at_an_older_base_break_the_relative_property():
 
 
 def test_masking_after_the_softmax_lets_the_future_in():
-    """09 §2.10: zeroing the future's weights after the softmax still lets the future scores
+    """10 §2.10: zeroing the future's weights after the softmax still lets the future scores
     set every row's sum, so the output and its gradients depend on the future."""
     T, gen = 5, torch.Generator().manual_seed(0)
     scores = torch.randn(T, T, generator=gen, dtype=torch.float64, requires_grad=True)
@@ -207,12 +207,12 @@ def test_masking_after_the_softmax_lets_the_future_in():
     assert scores.grad[0, 1:].abs().min() > 0  # query 0 depends on every future score
     option = _option("### 2.10 · Masking after the softmax", "b")
     assert "future scores" in option and "reach the output" in option
-    note = nb09_interview.CHOICES["mask_after_softmax"].notes["b"]
+    note = nb10_interview.CHOICES["mask_after_softmax"].notes["b"]
     assert "leaks into the output and its gradients" in note
 
 
 def test_decoding_from_the_latent_is_near_compute_bound():
-    """09 §5.9, the follow-up to 08 §4's table: absorbed MLA decoding does about 242 FLOPs per
+    """10 §5.9, the follow-up to 08 §4's table: absorbed MLA decoding does about 242 FLOPs per
     byte of cache, near the ~300 an H100 needs; GQA-8 does 8 and MHA 1."""
     mla = 128 * 2 * (576 + 512) / (576 * 2)
     gqa = 64 * 2 * (128 + 128) / (2 * 8 * 128 * 2)

@@ -7,12 +7,12 @@ import pytest
 
 from autograder import paths
 from autograder.checks.nb05_quiz import check_quiz_answer
-from autograder.checks.nb09_interview import check_number
+from autograder.checks.nb10_interview import check_number
 from autograder.grader.messages import explain_error, is_unfinished
 from autograder.grader.results import CellResult, NotebookResult
 from autograder.report import format_result, sections
 
-NB = "09_interview_prep"
+NB = "10_interview_prep"
 STUB = explain_error("NotImplementedError", "")
 
 

@@ -1,5 +1,5 @@
 """Benchmark: the paged KV cache against contiguous preallocation, and continuous against static
-batching, both counted in a simulation (notebook 10).
+batching, both counted in a simulation (notebook 09).
 
 Shape legend: ``B`` slots (sequences served at once), ``L`` a sequence's length, ``bs`` the block
 size.
@@ -13,7 +13,7 @@ size.
    cache's whole blocks for several block sizes, and the share of each that holds no token.
 2. Batching. ``--requests`` requests with log-normal output lengths (median 128, capped at 2048)
    served ``--slots`` at a time, statically and continuously
-   (:func:`autograder.tools.nb10_serving_sim.simulate`): steps, tokens per step, slot-steps
+   (:func:`autograder.tools.nb09_serving_sim.simulate`): steps, tokens per step, slot-steps
    wasted as padding. Both policies produce the same tokens, so the ratio of their steps is the
    speed-up when a step's cost does not depend on how many slots hold a request (decoding
    bound by reading the weights).
@@ -28,7 +28,7 @@ import json
 import sys
 from pathlib import Path
 
-from autograder.tools.nb10_serving_sim import POLICIES, kv_slots, lognormal_lengths, simulate
+from autograder.tools.nb09_serving_sim import POLICIES, kv_slots, lognormal_lengths, simulate
 
 MAX_LEN = 4096
 BLOCK_SIZES = [1, 8, 16, 32, 128, 512]

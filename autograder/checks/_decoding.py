@@ -5,7 +5,7 @@ d_model.
 
 A module with a KV cache is right when feeding a sequence in pieces, each call handed the cache the
 previous one returned, gives the outputs of one full causal pass. Notebooks 04 (GQA, RoPE), 08
-(MLA, the rolling window) and 09 (the rotary bug hunt) grade that property; the ways to cut the
+(MLA, the rolling window) and 10 (the rotary bug hunt) grade that property; the ways to cut the
 sequence and the loop that carries the cache are the same for all of them, so they live here and
 each check only says what it compares after every piece.
 """

@@ -1,4 +1,4 @@
-"""Oracles that measure a module instead of writing an answer down (notebook 09's quiz).
+"""Oracles that measure a module instead of writing an answer down (notebook 10's quiz).
 
 Products and FLOPs of one self-attention forward, counted by PyTorch's own formulas as it runs
 (:func:`measure`), PyTorch's packed-projection module (:func:`packed`) and the parameters of a

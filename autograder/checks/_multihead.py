@@ -9,8 +9,8 @@ transformed weights or inputs: an identity ``out_proj`` is "no output projection
 √hs is "no scaling", permuted features are "interleaved heads", and so on.
 
 Notebook 02 grades the module (:mod:`.nb02_multihead`), its block and cross-attention build on it
-(:mod:`.nb02_block`, :mod:`.nb02_cross`), and notebook 09's ported module is graded by the same two
-properties (:mod:`.nb09_ported`), so the module's harness and those properties live here.
+(:mod:`.nb02_block`, :mod:`.nb02_cross`), and notebook 10's ported module is graded by the same two
+properties (:mod:`.nb10_ported`), so the module's harness and those properties live here.
 """
 
 from __future__ import annotations

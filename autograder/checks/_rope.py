@@ -1,4 +1,4 @@
-"""The rotary position embedding (RoPE) oracle that notebooks 04, 08 and 09 grade against.
+"""The rotary position embedding (RoPE) oracle that notebooks 04, 08 and 10 grade against.
 
 Shape legend: ``T`` positions, ``hs`` head size (even), ``hs/2`` feature pairs.
 

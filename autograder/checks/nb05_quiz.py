@@ -13,12 +13,12 @@ from ._core import fail, not_written
 #: Learner-importable names that would compute these answers. In the grading sandbox of any
 #: notebook whose test cells use these checks, they keep their names but raise.
 ANSWERS_IN_TOOLS: dict[str, str] = {
-    "autograder.tools.nb09_deck.DECK": (
+    "autograder.tools.nb10_deck.DECK": (
         "quiz q1 and q3 in words, and the 5·nh + 1 and 6 of the matmul predictions"
     ),
-    "autograder.tools.nb09_flashcards.deck_markdown": "prints DECK",
-    "autograder.tools.nb09_flashcards.Schedule": "holds DECK (its default deck)",
-    "autograder.tools.nb09_flashcards.flashcard_widget": "holds DECK (its default deck)",
+    "autograder.tools.nb10_flashcards.deck_markdown": "prints DECK",
+    "autograder.tools.nb10_flashcards.Schedule": "holds DECK (its default deck)",
+    "autograder.tools.nb10_flashcards.flashcard_widget": "holds DECK (its default deck)",
 }
 
 _SEQUENTIAL_16 = {

@@ -100,11 +100,11 @@ TAUGHT = {
     "05_parallel_vs_sequential": ({"torch.utils.flop_counter"}, frozenset()),
     "06_gpu_attention": ({"triton", "triton.language"}, frozenset({"triton_attention"})),
 }
-# Answer cells whose answers are numbers derived by arithmetic (notebook 09's "numbers"
+# Answer cells whose answers are numbers derived by arithmetic (notebook 10's "numbers"
 # questions, by grade-id prefix): PyTorch there measures an answer instead of deriving it (a
 # module built on the meta device and counted), so it is outside, and reaches only the answers
 # the cell binds.
-ARITHMETIC = {"09_interview_prep": "numbers_"}
+ARITHMETIC = {"10_interview_prep": "numbers_"}
 MEASURED = " (this answer is arithmetic: derive the number, do not measure it with PyTorch)"
 
 # Public names in allowed namespaces that hand the computation to something the recorder does

@@ -12,8 +12,8 @@ In classroom grading each assignment's kernels import ``autograder`` from a tree
   kernel, because the grader runs the real checks in its own process (``grader.verify.cells``);
 - ``autograder/torch_helpers.py``.
 
-An assignment's check modules are the ones its instructor notebook imports; notebook 09 reuses
-02's, 03's and 04's checks, so their declared answers are withheld from 09 too.
+An assignment's check modules are the ones its instructor notebook imports; notebook 10 reuses
+02's, 03's and 04's checks, so their declared answers are withheld from 10 too.
 """
 
 from __future__ import annotations

@@ -112,6 +112,6 @@ def question_text(question: str) -> str:
 
 
 def is_choice(question: str) -> bool:
-    from autograder.checks.nb09_interview import CHOICES
+    from autograder.checks.nb10_interview import CHOICES
 
     return question in CHOICES

@@ -3,14 +3,14 @@
 The interviewer's: the code extension; questions answered in words (``say``), after which the
 model answer and a rubric of 3–5 points are shown and the candidate ticks the points they made
 (``covered``); and estimates for a named model (``estimate``), graded within a tolerance. The
-coach's: the extension and notebook 09's questions answered with a letter or a number
+coach's: the extension and notebook 10's questions answered with a letter or a number
 (``answer``), graded by that notebook's ``check_choice`` and ``check_number``.
 """
 
 from __future__ import annotations
 
 from autograder.checks import CheckFailure
-from autograder.checks.nb09_interview import check_choice, check_number
+from autograder.checks.nb10_interview import check_choice, check_number
 
 from . import bank, scorecard
 from .numeric import NUMERIC, Numeric
@@ -29,7 +29,7 @@ def show(markdown: str) -> None:
 
 
 def _spoken(question: str, message: str) -> str:
-    """A check's message about notebook 09's ``answer_<question>`` variable, said of the
+    """A check's message about notebook 10's ``answer_<question>`` variable, said of the
     candidate's ``interview.answer(question, value)`` call instead."""
     name, call = f"`answer_{question}`", f'`interview.answer("{question}", …)`'
     if f"{name} is not set yet" in message:

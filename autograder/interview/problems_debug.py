@@ -1,5 +1,5 @@
 """A debug-this-module round: causal self-attention with a packed projection and one planted
-bug, to be fixed against the failing test (notebook 09 §3.2's check, whose reference is
+bug, to be fixed against the failing test (notebook 10 §3.2's check, whose reference is
 ``nn.MultiheadAttention``). The bugs differ from the notebook's own two, one per variant: the
 heads merged without moving them back, the diagonal masked, the softmax over the queries.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import nb09_bugs as bugs
+from autograder.checks import nb10_bugs as bugs
 
 from .problems_layers import CAUSAL_MHA
 from .task import Problem, Task, Variant, course_check, fail
@@ -124,7 +124,7 @@ def _task(variant: str) -> Task:
 DEBUG_MODULE = Problem(
     "debug_module",
     "Debug this module: one planted bug",
-    "notebook 09 §3.2's find-the-bug, on notebook 02's attention",
+    "notebook 10 §3.2's find-the-bug, on notebook 02's attention",
     "Find and fix the one bug in a causal self-attention module, against its failing test.",
     tuple(Variant(v, _task(v)) for v in PLANTED),
     CAUSAL_MHA.extension,

@@ -225,7 +225,7 @@ def check_generate(fn, *, seed: int = 0, thorough: bool = False) -> None:
 SAMPLING = Problem(
     "sampling",
     "A sampling step: temperature, top-k, top-p",
-    "the serving loop, beside notebook 09's follow-ups",
+    "the serving loop, beside notebook 10's follow-ups",
     "Write the step that turns a model's next-token logits into what is sampled from.",
     (
         Variant(

@@ -1,4 +1,4 @@
-"""Problems from notebooks 02 and 09: multi-head attention from bare weights, a packed-QKV
+"""Problems from notebooks 02 and 10: multi-head attention from bare weights, a packed-QKV
 port.
 
 Shape legend: ``B`` batch, ``T`` query length, ``S`` key/value length, ``C`` = d_model, ``nh``
@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autograder.checks import nb09_bugs as bugs
-from autograder.checks import nb09_live as live
+from autograder.checks import nb10_bugs as bugs
+from autograder.checks import nb10_live as live
 
 from .task import (
     Problem,
@@ -121,7 +121,7 @@ GQA_EXTENSION = Task(
 CAUSAL_MHA = Problem(
     "causal_mha",
     "Causal multi-head self-attention from bare weights",
-    "notebook 02 §2–5, notebook 09 §5.8",
+    "notebook 02 §2–5, notebook 10 §5.8",
     f"Write multi-head self-attention from weight tensors, using only `torch`. {_MHA}",
     (
         Variant(
@@ -207,7 +207,7 @@ def _port_task(signature: str, contract: str, qkv_layout, out_layout) -> Task:
 PACKED_PORT = Problem(
     "packed_port",
     "Port a checkpoint's packed QKV attention",
-    "notebook 09 §3.2",
+    "notebook 10 §3.2",
     f"A checkpoint stores its attention as one packed projection. {_MHA} `x` (B, T, C); "
     "return `out` (B, T, C).",
     (

@@ -5,8 +5,8 @@ Shape legend: ``B`` sequences, ``nh`` query heads, ``nkv`` key/value heads, ``hs
 ``bs`` the block size, ``T`` new tokens; ``N`` rows, ``k`` drafts, ``V`` the vocabulary, ``n``
 nodes of a draft tree, ``P`` cached positions.
 
-Each variant hands the course's checks (:mod:`autograder.checks.nb10_paged`,
-:mod:`autograder.checks.nb10_speculative`) the candidate's function through an adapter: another
+Each variant hands the course's checks (:mod:`autograder.checks.nb09_paged`,
+:mod:`autograder.checks.nb09_speculative`) the candidate's function through an adapter: another
 pool layout (FlashInfer's), one stacked pool, one sequence at a time, vLLM's output with ``-1``
 for the rejected positions, an additive mask. The notebook is named by its title: its number is
 about to change.
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from autograder.checks import nb10_paged as paged
-from autograder.checks import nb10_speculative as speculative
+from autograder.checks import nb09_paged as paged
+from autograder.checks import nb09_speculative as speculative
 
 from .task import Problem, Task, Variant, course_check, fail, layout_moved, one_tensor, tensors
 

@@ -6,7 +6,7 @@ which case; ``coach``: every run names the mistake), how many times the tests ra
 taken, the time from the notebook's creation to the first pass of the visible cases and to the
 first full (clean) pass, every diagnosis seen (in order, once each) and the follow-ups
 answered. The spacing is the flashcards' Leitner schedule
-(:class:`autograder.tools.nb09_flashcards.Schedule`) with
+(:class:`autograder.tools.nb10_flashcards.Schedule`) with
 problems for cards: an attempt that never passed counts as "again", a pass over the time box
 or with a hint "hard", one within it "good", and "easy" with the code follow-up passed too. An
 attempt is graded in the schedule when the next one starts, its follow-ups known. Every file is
@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from autograder.tools.nb09_flashcards import Card, Schedule
+from autograder.tools.nb10_flashcards import Card, Schedule
 
 FOLDER = "interview"  # under work/: the attempts' notebooks, the scorecard, the schedule
 SCORECARD = "scorecard.json"

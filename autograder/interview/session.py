@@ -8,7 +8,7 @@ default) a failed run says only which case failed, as an interviewer would; ``hi
 mistake, and costs a hint on the scorecard; the full diagnosis, run by run, comes in the debrief
 after the clean pass or once the time box is over. Then come the follow-ups (:mod:`.follow_ups`):
 the code extension, questions answered in words and scored against a rubric, and estimates. In
-coach mode every run names its mistake and the follow-ups are notebook 09's letters, as before.
+coach mode every run names its mistake and the follow-ups are notebook 10's letters, as before.
 """
 
 from __future__ import annotations

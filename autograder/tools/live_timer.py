@@ -1,4 +1,4 @@
-"""The clock of notebook 09's live-coding round: elapsed time shown while it runs, stopped by the
+"""The clock of notebook 10's live-coding round: elapsed time shown while it runs, stopped by the
 first run of the round's test cell that passes.
 
 ``LiveTimer("check_causal_mha_live").start()`` returns an ipywidgets ``Label`` that a background

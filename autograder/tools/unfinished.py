@@ -14,7 +14,7 @@ those two errors as one line each:
   stopped a cell only when no stopped cell sets the name (the name is misspelt, or its cell
   never ran);
 - an answer cell that is itself the stub (``answer_x = None`` then ``raise
-  NotImplementedError()``, notebooks 05 and 09) is named by the variables it sets: not answered
+  NotImplementedError()``, notebooks 05 and 10) is named by the variables it sets: not answered
   yet, or answered (its test cell and the grade count the value) with the ``raise`` line still to
   delete.
 

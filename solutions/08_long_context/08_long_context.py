@@ -896,7 +896,7 @@ print(f"an H100 SXM needs about {989e12 / 3.35e12:.0f} FLOP/B to keep its tensor
 # almost nothing extra. GQA and MHA decoding wait on memory.
 #
 # The shared latent has a price in **tensor parallelism**. Splitting attention by heads across
-# GPUs (notebook 09 §5.3) divides a GQA cache too: 8 GPUs each keep one of 8 key/value heads.
+# GPUs (notebook 10 §5.3) divides a GQA cache too: 8 GPUs each keep one of 8 key/value heads.
 # Every MLA head reads the whole latent, so every GPU must keep the whole latent cache: like MQA's
 # single head, it is copied to every GPU, and the cache per GPU does not shrink with more GPUs. SGLang and vLLM therefore serve
 # DeepSeek models with data-parallel attention: each GPU runs attention for its own requests,
@@ -1340,4 +1340,4 @@ for name, size in hybrids.items():
 #   text but costs about half of a Llama-3.1-8B-shaped GQA cache per token here, for a far larger
 #   model.
 #
-# **Next:** notebook 09 puts the whole course to an interview's questions.
+# **Next:** notebook 10 puts the whole course to an interview's questions.

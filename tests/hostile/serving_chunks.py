@@ -1,4 +1,4 @@
-"""Attacks on notebook 10's sections 4 and 5 (chunked prefill, split-KV decoding), one learner.
+"""Attacks on notebook 09's sections 4 and 5 (chunked prefill, split-KV decoding), one learner.
 
 Written as a learner who wants the points without the work, each on a cell of its own:
 
@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import functools
 
-from autograder.checks import nb10_split_kv
+from autograder.checks import nb09_split_kv
 
 from .trust import Attack, Edit
 
-NB10 = "10_attention_serving"
+NB10 = "09_attention_serving"
 PUBLIC_RUNS = ({"seed": 0}, {"seed": 1, "thorough": True})
 
 ORACLE_FROM_FRAMES = '''import sys
@@ -56,13 +56,13 @@ def merge_table() -> str:
     table = {}
 
     def spy(outputs, lses):
-        o, lse = nb10_split_kv.merged(outputs, lses)
+        o, lse = nb09_split_kv.merged(outputs, lses)
         key = (tuple(outputs.shape), round(float(outputs.sum()), 3))
         table[key] = (o.float().tolist(), lse.float().tolist())
         return o.float(), lse.float()
 
     for run in PUBLIC_RUNS:
-        nb10_split_kv.check_merge_splits(spy, **run)
+        nb09_split_kv.check_merge_splits(spy, **run)
     spelled = repr(table).replace("-inf", 'float("-inf")')  # an empty split's lse
     return f'''_ANSWERS = {spelled}
 

@@ -1,4 +1,4 @@
-"""Notebook 10, sections 2-3 (prefix caching, packed sequences): answers that fit the public tests
+"""Notebook 09, sections 2-3 (prefix caching, packed sequences): answers that fit the public tests
 only, written as a learner who controls the notebook and has the course's package at home.
 
 One submission, learner ``s_nb10_tables``, one attack per answer cell (each cell reaches only
@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import functools
 
-from autograder.checks import nb10_prefix, nb10_varlen
+from autograder.checks import nb09_prefix, nb09_varlen
 
 from .trust import Attack, Edit
 
-NB10 = "10_attention_serving"
+NB10 = "09_attention_serving"
 PUBLIC_RUNS = ({}, {"seed": 1, "thorough": True})  # the instructor's visible and hidden test
 
 
@@ -50,12 +50,12 @@ def hash_table() -> dict:
         return table[(tuple(token_ids), bs)]
 
     for run in PUBLIC_RUNS:
-        nb10_prefix.check_block_hashes(spy, **run)
+        nb09_prefix.check_block_hashes(spy, **run)
     return table
 
 
 def _varlen(q, k, v, cu_seqlens, causal=True):
-    return nb10_varlen.attend_packed(q, k, v, cu_seqlens, causal)
+    return nb09_varlen.attend_packed(q, k, v, cu_seqlens, causal)
 
 
 @functools.cache
@@ -64,12 +64,12 @@ def boundaries_table() -> dict:
     table = {}
 
     def spy(x, attention_mask):
-        cu = nb10_varlen.cu_seqlens_of(attention_mask.sum(1).tolist())
+        cu = nb09_varlen.cu_seqlens_of(attention_mask.sum(1).tolist())
         table[tuple(map(tuple, attention_mask.int().tolist()))] = cu.tolist()
         return x[attention_mask], cu
 
     for run in PUBLIC_RUNS:
-        nb10_varlen.check_pack(spy, **run)
+        nb09_varlen.check_pack(spy, **run)
     return table
 
 
@@ -84,7 +84,7 @@ def varlen_table() -> dict:
         return out
 
     for run in PUBLIC_RUNS:
-        nb10_varlen.check_varlen_attention(spy, **run)
+        nb09_varlen.check_varlen_attention(spy, **run)
     return table
 
 

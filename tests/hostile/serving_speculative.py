@@ -1,4 +1,4 @@
-"""Attacks on notebook 10's speculative decoding cells (section 6), as one learner would hand in.
+"""Attacks on notebook 09's speculative decoding cells (section 6), as one learner would hand in.
 
 One submission, learner ``s6_speculative``, three answers that know the public checks instead of
 the rule:
@@ -18,11 +18,11 @@ package in-process, and reads the class run (:mod:`hostile.class_run`) for all t
 
 from __future__ import annotations
 
-from autograder.checks import nb10_speculative as checks
+from autograder.checks import nb09_speculative as checks
 
 from .trust import Attack, Edit
 
-NB10 = "10_attention_serving"
+NB10 = "09_attention_serving"
 TARGETS = ("test_accept_greedy", "test_speculative_accept", "test_tree_attention_mask")
 
 GREEDY_FROM_THE_LAYOUT = '''def accept_greedy(draft_tokens, target_logits):
@@ -33,7 +33,7 @@ GREEDY_FROM_THE_LAYOUT = '''def accept_greedy(draft_tokens, target_logits):
     return n_accepted, best.gather(-1, n_accepted[:, None])[:, 0]
 '''
 
-SAMPLE_BY_THE_ORACLE = '''from autograder.checks.nb10_speculative import sample as _rule
+SAMPLE_BY_THE_ORACLE = '''from autograder.checks.nb09_speculative import sample as _rule
 
 
 def speculative_accept(draft_tokens, p_draft, p_target, uniforms):

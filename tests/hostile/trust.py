@@ -50,7 +50,7 @@ NB05, NB06, NB07, NB08, NB09 = (
     "06_gpu_attention",
     "07_exploring_heads",
     "08_long_context",
-    "09_interview_prep",
+    "10_interview_prep",
 )
 NOTEBOOKS = (NB01, NB02, NB03, NB04, NB05, NB06, NB07, NB08, NB09)
 # Notebook 06's Triton checks are optional self-checks without points: nothing to win there.
@@ -136,7 +136,7 @@ def _from_callers(name, where="f_globals"):
 
 NB09_KEY_FROM_SYS_MODULES = """import sys
 
-_checks = sys.modules["autograder.checks.nb09_interview"]
+_checks = sys.modules["autograder.checks.nb10_interview"]
 _KEY = {question: spec.oracle() for question, spec in _checks.NUMBERS.items()}
 _KEY |= {q: "".join(sorted(_checks._right(q, s))) for q, s in _checks.CHOICES.items()}
 """

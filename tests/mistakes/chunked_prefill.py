@@ -1,4 +1,4 @@
-"""Learner implementations of notebook 10's chunked prefill, ``prefill_chunk``: written the way
+"""Learner implementations of notebook 09's chunked prefill, ``prefill_chunk``: written the way
 Hugging Face (a mask from ``cache_position``) and FlashAttention's reference (``col > row + sk -
 sq`` masked) write it, and the classic mistakes of the mask.
 
@@ -13,7 +13,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import nb10_chunked as checks
+from autograder.checks import nb09_chunked as checks
 
 from . import Mistake, correct, stub
 

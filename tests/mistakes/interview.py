@@ -1,4 +1,4 @@
-"""Right and wrong answers to notebook 09's quiz, and wrong fixes of its find-the-bug exercises.
+"""Right and wrong answers to notebook 10's quiz, and wrong fixes of its find-the-bug exercises.
 
 Shape legend: ``B`` batch, ``T`` query length, ``S`` key/value length, ``C`` = d_model, ``nh``
 heads, ``nkv`` key/value heads, ``hs`` = C // nh.
@@ -6,7 +6,7 @@ heads, ``nkv`` key/value heads, ``hs`` = C // nh.
 ``RIGHT_NUMBERS`` / ``RIGHT_CHOICES`` list every spelling a check must accept. ``WRONG_NUMBERS``
 and ``WRONG_CHOICES`` pair a wrong answer with a substring of the diagnosis it must get: each
 is a misconception a candidate really has. ``MISTAKES`` are wrong fixes of the buggy functions,
-graded by the checks of notebook 02 and of `nb09_bugs`, `nb09_rotary` and `nb09_live`, and
+graded by the checks of notebook 02 and of `nb10_bugs`, `nb10_rotary` and `nb10_live`, and
 ``FIXES`` the right ones.
 """
 
@@ -21,13 +21,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autograder.checks.nb09_beyond import BEYOND_CHOICES
-from autograder.checks.nb09_bugs import check_packed_attention
-from autograder.checks.nb09_live import check_causal_gqa_live
-from autograder.checks.nb09_loop import LOOP_CHOICES
-from autograder.checks.nb09_ported import check_fixed_mha_mask, check_fixed_mha_matches_torch
-from autograder.checks.nb09_rotary import check_rope_decoding, check_rope_full_pass
-from autograder.checks.nb09_serving import SERVING_CHOICES
+from autograder.checks.nb10_beyond import BEYOND_CHOICES
+from autograder.checks.nb10_bugs import check_packed_attention
+from autograder.checks.nb10_live import check_causal_gqa_live
+from autograder.checks.nb10_loop import LOOP_CHOICES
+from autograder.checks.nb10_ported import check_fixed_mha_mask, check_fixed_mha_matches_torch
+from autograder.checks.nb10_rotary import check_rope_decoding, check_rope_full_pass
+from autograder.checks.nb10_serving import SERVING_CHOICES
 
 from . import HIDDEN, Correct, Mistake, stub, tried
 
@@ -282,7 +282,7 @@ NOT_A_CHOICE = [
 
 
 class MHA(nn.Module):
-    """Notebook 09's multi-head attention; each class attribute switches one of its bugs."""
+    """Notebook 10's multi-head attention; each class attribute switches one of its bugs."""
 
     scale_by_width = False  # the bug: 1/√C instead of 1/√hs
     unscaled = False
@@ -370,7 +370,7 @@ class MHANanRows(MHA):
 
 
 class Packed(nn.Module):
-    """Notebook 09 §3.2's packed attention; each class attribute switches one of its bugs."""
+    """Notebook 10 §3.2's packed attention; each class attribute switches one of its bugs."""
 
     layout = "q, k, v"  # the bug: "per head" (viewed as (B, T, nh, 3, hs)); or "k, q, v"
     scale = "before"  # the bug: "after" the softmax; also "none"
@@ -473,7 +473,7 @@ def rope(x, positions, base=10_000.0):
 
 
 class Rotary(nn.Module):
-    """Notebook 09 §3.3's rotary attention; each class attribute switches one of its bugs."""
+    """Notebook 10 §3.3's rotary attention; each class attribute switches one of its bugs."""
 
     split_first = True  # the bug: False, RoPE on the (B, T, C) projection, then split
     restart = False  # positions restart at 0 on every call
@@ -776,4 +776,4 @@ CORRECT = [
     for check in fix_checks
 ]
 STUBS = [(check, stub) for _, fix_checks in FIXES for check in fix_checks]
-REPLAY: list = []  # notebook 09 is not verified on a kernel's record in test_replay
+REPLAY: list = []  # notebook 10 is not verified on a kernel's record in test_replay

@@ -1,4 +1,4 @@
-"""Learner implementations of notebook 10's paged KV cache: ``paged_append`` and
+"""Learner implementations of notebook 09's paged KV cache: ``paged_append`` and
 ``paged_attention``, written the way vLLM's reference code and a plain gather write them, and the
 classic mistakes."""
 
@@ -9,7 +9,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import nb10_paged as checks
+from autograder.checks import nb09_paged as checks
 
 from . import Mistake, correct, stub
 

@@ -1,11 +1,11 @@
-"""Learner implementations of notebook 10's prefix caching: ``block_hashes`` and ``cow_append``,
+"""Learner implementations of notebook 09's prefix caching: ``block_hashes`` and ``cow_append``,
 written the way vLLM's prefix cache and block manager write them, and the classic mistakes."""
 
 from __future__ import annotations
 
 import torch
 
-from autograder.checks import nb10_prefix as checks
+from autograder.checks import nb09_prefix as checks
 
 from . import Mistake, correct, stub
 

@@ -1,4 +1,4 @@
-"""Learner implementations of notebook 10's speculative decoding: ``accept_greedy``,
+"""Learner implementations of notebook 09's speculative decoding: ``accept_greedy``,
 ``speculative_accept`` and ``tree_attention_mask``, written the way Hugging Face's assisted
 generation, vLLM's rejection sampler and Medusa's tree buffers write them, and the classic
 mistakes."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from autograder.checks import nb10_speculative as checks
+from autograder.checks import nb09_speculative as checks
 
 from . import Mistake, correct, stub
 

@@ -1,4 +1,4 @@
-"""Learner implementations of notebook 10's split-KV decoding: ``attend_chunk``,
+"""Learner implementations of notebook 09's split-KV decoding: ``attend_chunk``,
 ``merge_splits`` and ``split_kv_decode``, written the way FlashAttention's combine step, vLLM's
 ``merge_attn_states`` and a plain softmax write them, and the classic mistakes of the merge."""
 
@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from autograder.checks import nb10_split_kv as checks
+from autograder.checks import nb09_split_kv as checks
 
 from . import Mistake, correct, stub
 

@@ -1,4 +1,4 @@
-"""Learner implementations of notebook 10's packed sequences: ``pack`` and ``varlen_attention``,
+"""Learner implementations of notebook 09's packed sequences: ``pack`` and ``varlen_attention``,
 written the way FlashAttention's ``unpad_input`` and its tests' padded reference, a block-diagonal
 mask and a plain per-sequence loop write them, and the classic mistakes."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import nb10_varlen as checks
+from autograder.checks import nb09_varlen as checks
 
 from . import Mistake, correct, stub
 

@@ -7,9 +7,9 @@
 # ---
 
 # %% [markdown]
-# # 09 · Interview preparation
+# # 10 · Interview preparation
 #
-# **Time:** about 3.5 h (plus 10 min a day of flashcards) · **Prerequisites:** 01–08
+# **Time:** about 4 h (plus 10 min a day of flashcards) · **Prerequisites:** 01–09
 #
 # Interviewers ask about multi-head attention in three ways: *numbers* you should be able to work
 # out on a whiteboard, *claims* you should be able to confirm or push back on, and *code* you
@@ -35,7 +35,7 @@
 # **Run › Run All Cells** goes on past failing test cells, and past examples that need an
 # exercise you have not finished yet, so the plots and sliders further down run too; a failing
 # test cell still counts as failed when the notebook is graded.
-# In a terminal (**File › New › Terminal**), `python -m autograder check 09` grades the whole
+# In a terminal (**File › New › Terminal**), `python -m autograder check 10` grades the whole
 # notebook and lists the two written answers under "manual". Section 7 maps every question to the
 # notebook and section that teaches it.
 #
@@ -63,13 +63,13 @@ import torch.nn.functional as F
 from IPython.display import display
 from torch import nn
 
-from autograder.checks.nb09_bugs import check_packed_attention
-from autograder.checks.nb09_interview import check_choice, check_number
-from autograder.checks.nb09_live import check_causal_gqa_live
-from autograder.checks.nb09_ported import check_fixed_mha_mask, check_fixed_mha_matches_torch
-from autograder.checks.nb09_rotary import check_rope_decoding, check_rope_full_pass
+from autograder.checks.nb10_bugs import check_packed_attention
+from autograder.checks.nb10_interview import check_choice, check_number
+from autograder.checks.nb10_live import check_causal_gqa_live
+from autograder.checks.nb10_ported import check_fixed_mha_mask, check_fixed_mha_matches_torch
+from autograder.checks.nb10_rotary import check_rope_decoding, check_rope_full_pass
 from autograder.tools.live_timer import LiveTimer
-from autograder.tools.nb09_flashcards import flashcard_widget
+from autograder.tools.nb10_flashcards import flashcard_widget
 
 warnings.filterwarnings("ignore")
 torch.manual_seed(0)
@@ -1968,7 +1968,7 @@ check_choice("speculative_rule", answer_speculative_rule)
 # saved in `flashcards_progress.json` next to this notebook whenever you grade a card, so the
 # schedule survives a restart; delete the file to start over. **Review all now** ignores the
 # schedule, for a last pass before the interview. The widget needs no internet connection.
-# (`autograder.tools.nb09_flashcards.deck_markdown()` returns the whole deck as text, to print.)
+# (`autograder.tools.nb10_flashcards.deck_markdown()` returns the whole deck as text, to print.)
 
 # %%
 if AUTOGRADING:
@@ -1979,7 +1979,7 @@ else:
 # %% [markdown]
 # ## 7 · If you got it wrong: where to revisit
 #
-# `python -m autograder check 09` lists every test cell. For each one that failed, this table
+# `python -m autograder check 10` lists every test cell. For each one that failed, this table
 # names the notebook and section that teach it.
 #
 # | test cell(s) | revisit |

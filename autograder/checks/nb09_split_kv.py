@@ -1,4 +1,4 @@
-"""Checks for notebook 10, section 5: split-KV decoding (FlashDecoding), ``attend_chunk``,
+"""Checks for notebook 09, section 5: split-KV decoding (FlashDecoding), ``attend_chunk``,
 ``merge_splits`` and ``split_kv_decode``.
 
 Shape legend: ``B`` batch, ``nh`` heads, ``T`` queries (1 when decoding), ``n`` keys of one

@@ -7,12 +7,9 @@
 # ---
 
 # %% [markdown]
-# # 10 · Attention as it is served: the paged KV cache
+# # 09 · Attention as it is served: paged caches, batching, split-KV and speculative decoding
 #
-# **Time:** about 1 h (~30 min of exercises) · **Prerequisites:** 04
-#
-# <!-- Numbered 10 while it is being written (issue 48): it becomes 09 and the interview
-# notebook 10 when it is finished, so that interview preparation stays last. -->
+# **Time:** about 3 h (~1.5 h of exercises) · **Prerequisites:** 04, 06
 #
 # Notebook 04 gave each sequence one contiguous KV cache. A server holds hundreds of sequences
 # whose lengths it does not know in advance, so vLLM, SGLang and TensorRT-LLM keep the cache the
@@ -41,7 +38,7 @@
 # `raise NotImplementedError()`. The locked cell after it checks your code and names the likely
 # mistake when something is wrong. Hidden tests try more sizes when grading.
 # **Run › Run All Cells** goes on past failing test cells; a failing test cell still counts as
-# failed when the notebook is graded. In a terminal, `python -m autograder check 10` grades the
+# failed when the notebook is graded. In a terminal, `python -m autograder check 09` grades the
 # whole notebook, hidden tests included.
 #
 # ## Shape legend
@@ -66,21 +63,21 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 
-from autograder.checks.nb10_chunked import check_prefill_chunk
-from autograder.checks.nb10_paged import check_paged_append, check_paged_attention
-from autograder.checks.nb10_prefix import check_block_hashes, check_cow_append
-from autograder.checks.nb10_speculative import (
+from autograder.checks.nb09_chunked import check_prefill_chunk
+from autograder.checks.nb09_paged import check_paged_append, check_paged_attention
+from autograder.checks.nb09_prefix import check_block_hashes, check_cow_append
+from autograder.checks.nb09_speculative import (
     check_accept_greedy,
     check_speculative_accept,
     check_tree_attention_mask,
 )
-from autograder.checks.nb10_split_kv import (
+from autograder.checks.nb09_split_kv import (
     check_attend_chunk,
     check_merge_splits,
     check_split_kv_decode,
 )
-from autograder.checks.nb10_varlen import check_pack, check_varlen_attention
-from autograder.tools.nb10_serving_sim import kv_slots, lognormal_lengths, simulate
+from autograder.checks.nb09_varlen import check_pack, check_varlen_attention
+from autograder.tools.nb09_serving_sim import kv_slots, lognormal_lengths, simulate
 
 warnings.filterwarnings("ignore")
 torch.manual_seed(0)
@@ -218,7 +215,7 @@ check_paged_attention(paged_attention, seed=1, thorough=True)
 # 4096-token context: the share of reserved slots that hold no token, for each way.
 
 # %%
-# The count `python -m autograder.bench.serving` prints too (tools/nb10_serving_sim.py)
+# The count `python -m autograder.bench.serving` prints too (tools/nb09_serving_sim.py)
 max_len, block_sizes = 4096, [1, 8, 16, 32, 128, 512]
 lengths = lognormal_lengths(64, median=300, sigma=1.0, cap=max_len, seed=0)
 slots = kv_slots(lengths, max_len, block_sizes)
@@ -579,7 +576,7 @@ check_varlen_attention(varlen_attention, seed=1, thorough=True)
 # cheap: a step's batch is just another `cu_seqlens`.
 #
 # The simulation below serves 512 requests with log-normal output lengths (a median of 128
-# tokens) through 32 slots, both ways; `simulate` (in `autograder/tools/nb10_serving_sim.py`) is
+# tokens) through 32 slots, both ways; `simulate` (in `autograder/tools/nb09_serving_sim.py`) is
 # the step scheduler, and `python -m autograder.bench.serving` prints the same numbers. The
 # model takes every step to cost the same whatever the number of busy slots, as when decoding
 # is bound by reading every weight once per step: then the steps' count is the time.

@@ -1,12 +1,12 @@
-"""The flashcard deck of notebook 09: every point of the course's two source texts on multi-head
+"""The flashcard deck of notebook 10: every point of the course's two source texts on multi-head
 attention, the numbers worth knowing, and the rest of an interview loop, one card each.
 
 Shape legend: ``B`` batch, ``T`` sequence length, ``C`` = d_model, ``nh`` query heads, ``nkv``
 key/value heads, ``hs`` = C // nh.
 
 A card's back holds the answer in words and numbers, so the deck gives away graded answers of
-notebooks 05 and 09: their check modules withhold ``DECK`` from a grading kernel. The schedule and
-the widget that show it are in :mod:`.nb09_flashcards`.
+notebooks 05 and 10: their check modules withhold ``DECK`` from a grading kernel. The schedule and
+the widget that show it are in :mod:`.nb10_flashcards`.
 """
 
 from __future__ import annotations
@@ -206,7 +206,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "interview",
         "intuition",
-        "notebook 09 §4",
+        "notebook 10 §4",
         "Interview: why use multiple attention heads instead of one larger attention?",
         "Each head has its own projections and softmax, so every token can combine several "
         "different weightings of the other tokens in parallel (say syntax and a long-range "
@@ -215,7 +215,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "practice",
         "intuition",
-        "notebook 05, notebook 09 §4",
+        "notebook 05, notebook 10 §4",
         "Why is running heads in parallel more efficient than one after another?",
         "Same FLOPs either way. Heads are independent until the concatenation, so they fit in "
         "a few large batched products instead of about five small ones per head: fewer "
@@ -317,7 +317,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "complexity",
         "numbers & pitfalls",
-        "notebook 09 §5.1",
+        "notebook 10 §5.1",
         "Cost of standard attention in T, and when does it overtake the projections?",
         "Time O(T²·C), memory O(T²) per head for the score table. Per layer (batch 1) the "
         "attention products cost 4·T²·C FLOPs, the projections 8·T·C²: equal at T = 2C.",
@@ -325,7 +325,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "flash_attention",
         "core ideas",
-        "notebook 06 §5–6, notebook 09 §5.2",
+        "notebook 06 §5–6, notebook 10 §5.2",
         "FlashAttention: why exact, why fast, why does the backward recompute?",
         "Exact: an online softmax rescales earlier partial sums by exp(old max − new max). "
         "Fast: tiles stay in on-chip SRAM, so the T × T table never travels to HBM; the traffic "
@@ -335,7 +335,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "mha_gqa_mqa",
         "core ideas",
-        "notebook 04, notebook 09 §5.3",
+        "notebook 04, notebook 10 §5.3",
         "MHA vs GQA vs MQA, and tensor parallelism with fewer KV heads than ranks?",
         "MHA: best quality, biggest KV cache. MQA: one KV head, smallest cache, fastest "
         "decoding, some quality lost. GQA: near-MHA quality, cache nh/nkv times smaller. With "
@@ -344,7 +344,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "prefill_decode",
         "numbers & pitfalls",
-        "notebook 09 §5.4",
+        "notebook 10 §5.4",
         "Why is prefill compute-bound and decoding memory-bound?",
         "A C × C fp16 projection on T tokens does 2·T·C² FLOPs for 2·C² bytes of weights: T "
         "FLOPs per byte. Prefill (T = 2,048) is far above a GPU's ~300 FLOPs/byte; a decode step "
@@ -353,7 +353,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "long_context",
         "intuition",
-        "notebook 08 §1 and §3, notebook 09 §5.5",
+        "notebook 08 §1 and §3, notebook 10 §5.5",
         "Sliding-window attention and attention sinks in one breath?",
         "A window of W keys makes work O(T·W) and caps the cache at W; depth L reaches about "
         "L·W back. Streaming with only a window collapses once the first tokens go: models park "
@@ -362,7 +362,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "rope_cache",
         "intuition",
-        "notebook 04 §8, notebook 09 §5.6",
+        "notebook 04 §8, notebook 10 §5.6",
         "Why does a RoPE model cache rotated keys, and where do the new positions come from?",
         "Each key is rotated once, at its position in the text; a query at m and a key at n "
         "score by a rotation of n − m only, so cached keys never change. Positions are an input "
@@ -372,7 +372,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "block_ln_dropout",
         "core ideas",
-        "notebook 02 §10–11, notebook 09 §5.7",
+        "notebook 02 §10–11, notebook 10 §5.7",
         "Pre-LN vs post-LN, and where does dropout go?",
         "Pre-LN: x + attn(ln(x)), a clean residual path, trains deep without long warm-up; "
         "post-LN: ln(x + attn(x)), the original. Dropout: on the attention weights after the "
@@ -381,7 +381,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "live_coding",
         "numbers & pitfalls",
-        "notebook 09 §5.8",
+        "notebook 10 §5.8",
         "Live coding attention: what do you say before typing, and how do you test it after?",
         "Before: the shape of every input and output, the weight layout (which rows are q, k, "
         "v; nn.Linear's (out, in)), which kv head each query head reads, the mask's alignment. "
@@ -391,7 +391,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "rolling_cache",
         "numbers & pitfalls",
-        "notebook 08 §1–2, notebook 09 §5.9",
+        "notebook 08 §1–2, notebook 10 §5.9",
         "A rolling KV cache of W slots: where does position p go, and how is it rotated?",
         "Into slot p % W, overwriting the oldest. The key is rotated at its absolute position p "
         "before it is written, and the mask is built from the positions the slots hold, never "
@@ -410,7 +410,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "mla",
         "core ideas",
-        "notebook 08 §4, notebook 09 §5.9",
+        "notebook 08 §4, notebook 10 §5.9",
         "Multi-head latent attention: what is cached, and why can decoding skip the "
         "up-projections?",
         "One latent c per token (DeepSeek-V3: 512 numbers per layer) plus a 64-wide RoPE key "
@@ -421,7 +421,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "rope_scaling",
         "core ideas",
-        "notebook 08 §5, notebook 09 §5.9",
+        "notebook 08 §5, notebook 10 §5.9",
         "Position interpolation, NTK-aware scaling, YaRN: what does each do to RoPE?",
         "PI: positions divided by s, every frequency slowed alike. NTK-aware: the base raised to "
         "b·s^(d/(d−2)), fast pairs kept, slow ones stretched by about s (dynamic NTK: "
@@ -432,7 +432,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "alibi",
         "numbers & pitfalls",
-        "notebook 08 §6, notebook 09 §5.9",
+        "notebook 08 §6, notebook 10 §5.9",
         "ALiBi's bias and slopes, and the trap for 12 heads?",
         "Score bias −m·(i − j) per head, no position embeddings; slopes 2^(−8(h+1)/n) for n a "
         "power of two. For 12 heads: the 8 slopes of 8 heads, then every other slope of 16 "
@@ -441,7 +441,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "llama_block",
         "core ideas",
-        "notebook 02 §12, notebook 09 §5.10",
+        "notebook 02 §12, notebook 10 §5.10",
         "RMSNorm and SwiGLU: the formulas, and the width Llama picks?",
         "RMSNorm: x / sqrt(mean(x²) + eps) · w, no mean, no shift. SwiGLU: w2(SiLU(w1 x) ∘ w3 x), "
         "three bias-free matrices, so h = 2/3 · 4C rounded up to a multiple of 256 keeps 8C²: "
@@ -450,7 +450,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "flash_backward_pass",
         "core ideas",
-        "notebook 06 §6, notebook 09 §5.10",
+        "notebook 06 §6, notebook 10 §5.10",
         "FlashAttention-2's backward, tile by tile?",
         "D = rowsum(dO ∘ O) once; per tile P = exp(S − L) from the saved log-sum-exp, "
         "dV += Pᵀ dO, dP = dO Vᵀ, dS = P ∘ (dP − D), dQ += dS K/√hs, dK += dSᵀ Q/√hs. No T × S "
@@ -470,7 +470,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "block_bytes",
         "numbers & pitfalls",
-        f"{SERVED} §1, notebook 09 §5.11",
+        f"{SERVED} §1, notebook 10 §5.11",
         "Bytes of one 16-token block of Llama 2 7B's cache (32 layers, 32 kv heads of 128, fp16)?",
         "2 (K, V) · 32 layers · 32 · 128 · 16 · 2 bytes = 8 MiB: one table entry stands for the "
         "block in every layer (512 KiB per token).",
@@ -525,7 +525,7 @@ DECK: tuple[Card, ...] = (
     _card(
         "speculative_rule",
         "core ideas",
-        f"{SERVED} §6, notebook 09 §5.11",
+        f"{SERVED} §6, notebook 10 §5.11",
         "Speculative sampling's acceptance rule?",
         "Accept draft x with probability min(1, p(x)/q(x)); at the first rejection, sample from "
         "norm(max(0, p − q)); if all k are accepted, sample a bonus token from the target's "

@@ -1,4 +1,4 @@
-"""Checks for notebook 10, section 4: chunked prefill, ``prefill_chunk``.
+"""Checks for notebook 09, section 4: chunked prefill, ``prefill_chunk``.
 
 Shape legend: ``nh`` heads, ``L`` the prompt's length, ``T`` the chunk's queries, ``S`` the keys
 cached once the chunk is written (``S = start + T``), ``hs`` head size.

@@ -1,4 +1,4 @@
-"""Checks for notebook 10, section 3: packed sequences, ``pack`` and ``varlen_attention``.
+"""Checks for notebook 09, section 3: packed sequences, ``pack`` and ``varlen_attention``.
 
 Shape legend: ``B`` sequences, ``S`` the padded length, ``N`` tokens in all (the sum of the
 lengths), ``nh`` query heads, ``nkv`` key/value heads, ``hs`` head size.

@@ -1,4 +1,4 @@
-"""Checks for notebook 09 §3.3: a rotary (RoPE) attention layer with a cache of rotated keys.
+"""Checks for notebook 10 §3.3: a rotary (RoPE) attention layer with a cache of rotated keys.
 
 Shape legend: ``B`` batch, ``T`` new positions, ``S`` all positions, ``P`` cached positions,
 ``C`` = d_model, ``nh`` heads, ``hs`` = C // nh (head size).

@@ -1,4 +1,4 @@
-"""Notebook 10's serving simulations: the KV memory a batch reserves, and batching schedules.
+"""Notebook 09's serving simulations: the KV memory a batch reserves, and batching schedules.
 
 Shape legend: ``B`` the batch's slots (sequences served at once), ``L`` a sequence's length in
 tokens, ``bs`` the paged cache's block size.

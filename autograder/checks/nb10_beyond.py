@@ -1,4 +1,4 @@
-"""Questions of notebook 09 §5.9–5.10: the cache and positions beyond GQA (rolling windows, MLA,
+"""Questions of notebook 10 §5.9–5.10: the cache and positions beyond GQA (rolling windows, MLA,
 RoPE scaling, ALiBi), the Llama block's parts and FlashAttention's backward pass.
 
 Shape legend: ``C`` = d_model, ``nh`` query heads, ``nkv`` key/value heads, ``hs`` head size,
@@ -6,7 +6,7 @@ Shape legend: ``C`` = d_model, ``nh`` query heads, ``nkv`` key/value heads, ``hs
 
 No answer is written down here: numbers are bytes of meta tensors and parameters of modules built
 on the meta device; choices are salted hashes, with a note for every option.
-:mod:`.nb09_interview` merges these questions into its own, so a test cell calls
+:mod:`.nb10_interview` merges these questions into its own, so a test cell calls
 ``check_number("mla_bytes_per_token", ...)`` or ``check_choice("alibi", ...)`` as elsewhere.
 """
 
@@ -97,7 +97,7 @@ def _wrong_swiglu(right: int) -> list[tuple[float, str]]:
     ]
 
 
-#: question -> (what, oracle, known wrong values, hint): :class:`.nb09_interview._Number`'s fields.
+#: question -> (what, oracle, known wrong values, hint): :class:`.nb10_interview._Number`'s fields.
 BEYOND_NUMBERS = {
     "window_cache_bytes": (
         "the bytes of the rolling cache",

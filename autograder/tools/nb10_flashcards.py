@@ -1,5 +1,5 @@
 """Flashcards for spaced review before an interview: a Leitner schedule and a widget over notebook
-09's deck (:mod:`.nb09_deck`).
+10's deck (:mod:`.nb10_deck`).
 
 The widget is plain ipywidgets (buttons and HTML, no JavaScript of our own, no CDN), so it works
 offline in JupyterLab, VS Code and Colab. The schedule is a Leitner system with six boxes: a new
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import ipywidgets as widgets
 
-from autograder.tools.nb09_deck import DECK, GROUPS, Card
+from autograder.tools.nb10_deck import DECK, GROUPS, Card
 
 INTERVALS_DAYS = (0, 1, 2, 4, 8, 16)
 GRADES = ("again", "hard", "good", "easy")

@@ -1,4 +1,4 @@
-"""Checks for notebook 10, section 1: the paged KV cache, ``paged_append`` and ``paged_attention``.
+"""Checks for notebook 09, section 1: the paged KV cache, ``paged_append`` and ``paged_attention``.
 
 Shape legend: ``B`` sequences, ``T`` new tokens, ``L`` a sequence's length, ``nh`` query heads,
 ``nkv`` key/value heads, ``hs`` head size, ``bs`` the block size.

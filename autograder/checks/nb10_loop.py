@@ -1,4 +1,4 @@
-"""Questions of notebook 09 §5, the rest of an interview loop: complexity, FlashAttention, GQA and
+"""Questions of notebook 10 §5, the rest of an interview loop: complexity, FlashAttention, GQA and
 tensor parallelism, serving, long context, RoPE and the block.
 
 Shape legend: ``B`` batch, ``T`` sequence length, ``C`` = d_model, ``nh`` query heads, ``nkv``
@@ -6,7 +6,7 @@ key/value heads, ``hs`` = C // nh.
 
 No answer is written down here: numbers are measured by PyTorch's ``FlopCounterMode`` on meta
 tensors (no memory, no arithmetic) and by the bytes of meta tensors; choices are salted hashes,
-with a note for every option. :mod:`.nb09_interview` merges these questions into its own, so a
+with a note for every option. :mod:`.nb10_interview` merges these questions into its own, so a
 test cell calls ``check_number("crossover_seq_len", ...)`` or ``check_choice("pre_ln", ...)``
 exactly as in sections 1 and 2.
 """
@@ -97,7 +97,7 @@ def _wrong_decode(right: float) -> list[tuple[float, str]]:
     ]
 
 
-#: question -> (what, oracle, known wrong values, hint): :class:`.nb09_interview._Number`'s fields.
+#: question -> (what, oracle, known wrong values, hint): :class:`.nb10_interview._Number`'s fields.
 LOOP_NUMBERS = {
     "crossover_seq_len": (
         "the length at which the attention products overtake the projections",

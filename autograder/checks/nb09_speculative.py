@@ -1,4 +1,4 @@
-"""Checks for notebook 10, section 6: speculative decoding's verification, ``accept_greedy``,
+"""Checks for notebook 09, section 6: speculative decoding's verification, ``accept_greedy``,
 ``speculative_accept`` and ``tree_attention_mask``.
 
 Shape legend: ``N`` rows (independent verifications), ``k`` draft tokens per row, ``V`` the

@@ -1,4 +1,4 @@
-"""Checks for notebook 09 §3.2: causal attention with a packed q, k, v projection.
+"""Checks for notebook 10 §3.2: causal attention with a packed q, k, v projection.
 
 Shape legend: ``B`` batch, ``T`` positions, ``C`` = d_model, ``nh`` heads, ``hs`` = C // nh.
 
@@ -8,7 +8,7 @@ exercise: the given code's own two bugs (a per-head view of the packed output, t
 the softmax) are reported by their symptom on one position, where attention must copy each
 token's value; the notebook's hints lead to the cause. Other wrong fixes are named: the same
 oracle on re-ordered weights, without the mask or with another scale. The rotary layer
-of §3.3 is checked in :mod:`.nb09_rotary`, the live round of §5.8 in :mod:`.nb09_live`.
+of §3.3 is checked in :mod:`.nb10_rotary`, the live round of §5.8 in :mod:`.nb10_live`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Checks for notebook 09 §3.1: a multi-head attention module ported from another codebase.
+"""Checks for notebook 10 §3.1: a multi-head attention module ported from another codebase.
 
 Shape legend: ``B`` batch, ``T`` queries, ``S`` keys, ``C`` = d_model, ``nh`` heads, ``hs`` =
 C // nh.

@@ -1,4 +1,4 @@
-"""Questions of notebook 09 §1, numbers worth knowing: head size, parameters, memory, FLOPs and
+"""Questions of notebook 10 §1, numbers worth knowing: head size, parameters, memory, FLOPs and
 matrix products, each with the oracle that measures it.
 
 Shape legend: ``B`` batch, ``T`` sequence length, ``C`` = d_model, ``nh`` query heads, ``nkv``
@@ -9,8 +9,8 @@ PyTorch: parameters of modules built on the meta device (no memory used), bytes 
 and the matrix products and FLOPs that a ``TorchDispatchMode`` sees while PyTorch's own attention
 modules run (FLOPs by PyTorch's ``flop_registry``). A known-wrong number is the same oracle on a
 wrong configuration (query heads instead of key/value heads, one layer, fp32, ...), with its
-diagnosis. The oracles that measure are in :mod:`._measured`, shared with :mod:`.nb09_claims`;
-:mod:`.nb09_interview` merges these questions into its own.
+diagnosis. The oracles that measure are in :mod:`._measured`, shared with :mod:`.nb10_claims`;
+:mod:`.nb10_interview` merges these questions into its own.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from autograder.tools.nb04_gqa import TorchGroupedQueryAttention, cache_nbytes, 
 
 from ._measured import measure, meta_params, packed
 
-#: Declared in :mod:`.nb09_interview`, the module notebook 09's cells import: ``grade`` reads the
+#: Declared in :mod:`.nb10_interview`, the module notebook 10's cells import: ``grade`` reads the
 #: declarations of the check modules a notebook names, and no other.
 ANSWERS_IN_TOOLS: dict[str, str] = {}
 
@@ -261,7 +261,7 @@ def _wrong_packed(right: int) -> list[tuple[float, str]]:
 
 
 #: question -> (what, oracle, known wrong values, hint[, near misses]): the fields of
-#: :class:`.nb09_interview._Number`.
+#: :class:`.nb10_interview._Number`.
 SECTION_1_NUMBERS = {
     "gpt3_head_size": (
         "GPT-3's head size",

@@ -1,4 +1,4 @@
-"""Checks for notebook 10, section 2: prefix caching, ``block_hashes`` and ``cow_append``.
+"""Checks for notebook 09, section 2: prefix caching, ``block_hashes`` and ``cow_append``.
 
 Shape legend: ``L`` a sequence's length in tokens, ``bs`` the block size, ``nkv`` key/value
 heads, ``hs`` head size; a pool is ``(num_blocks, bs, nkv, hs)`` as in section 1.

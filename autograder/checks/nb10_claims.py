@@ -1,11 +1,11 @@
-"""Questions of notebook 09 §2, claims to confirm or push back on: why heads, what they cost,
+"""Questions of notebook 10 §2, claims to confirm or push back on: why heads, what they cost,
 what they do, GQA, the √d_k and the mask.
 
 Shape legend: ``C`` = d_model, ``nh`` query heads.
 
 No answer is written down here: a claim about parameters or FLOPs is measured with
-:mod:`.nb09_numbers`' oracles, once with 1 head and once with 12 at the same width; the others
-are salted hashes, with a note for every option. :mod:`.nb09_interview` merges these questions
+:mod:`.nb10_numbers`' oracles, once with 1 head and once with 12 at the same width; the others
+are salted hashes, with a note for every option. :mod:`.nb10_interview` merges these questions
 into its own, so a test cell calls ``check_choice("gqa", answer_gqa)``.
 """
 
@@ -15,8 +15,8 @@ import math
 
 from ._measured import measure, meta_params, packed
 
-#: No tool of the course computes these answers beyond what :mod:`.nb09_numbers` measures, and
-#: :mod:`.nb09_interview` declares those.
+#: No tool of the course computes these answers beyond what :mod:`.nb10_numbers` measures, and
+#: :mod:`.nb10_interview` declares those.
 ANSWERS_IN_TOOLS: dict[str, str] = {}
 
 _12X = {  # claims about (one head, twelve heads) measurements, same total width
@@ -28,7 +28,7 @@ _12X = {  # claims about (one head, twelve heads) measurements, same total width
     ),
 }
 
-#: question -> the fields of :class:`.nb09_interview.Choice`.
+#: question -> the fields of :class:`.nb10_interview.Choice`.
 SECTION_2_CHOICES = {
     "head_count": dict(
         notes={

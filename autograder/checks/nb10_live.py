@@ -1,4 +1,4 @@
-"""Check for notebook 09 §5.8, the live-coding round: causal grouped-query self-attention from
+"""Check for notebook 10 §5.8, the live-coding round: causal grouped-query self-attention from
 bare weight tensors.
 
 Shape legend: ``B`` batch, ``T`` sequence length, ``C`` = d_model, ``nh`` query heads, ``nkv``

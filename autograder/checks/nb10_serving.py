@@ -1,4 +1,4 @@
-"""Questions of notebook 09 §5.11, attention as it is served: the paged cache and its block size,
+"""Questions of notebook 10 §5.11, attention as it is served: the paged cache and its block size,
 prefix caching, packed sequences (``cu_seqlens``), continuous batching, chunked prefill,
 split-KV decoding and speculative decoding's acceptance rule.
 
@@ -7,7 +7,7 @@ the block size of a paged cache.
 
 No answer is written down here: the block's bytes are those of meta tensors, the prefill's steps
 come from running the scheduler's loop; choices are salted hashes, with a note for every option.
-:mod:`.nb09_interview` merges these questions into its own, so a test cell calls
+:mod:`.nb10_interview` merges these questions into its own, so a test cell calls
 ``check_number("block_bytes", ...)`` or ``check_choice("speculative_rule", ...)`` as elsewhere.
 """
 
@@ -66,7 +66,7 @@ def _wrong_steps(right: int) -> list[tuple[float, str]]:
     ]
 
 
-#: question -> (what, oracle, known wrong values, hint): :class:`.nb09_interview._Number`'s fields.
+#: question -> (what, oracle, known wrong values, hint): :class:`.nb10_interview._Number`'s fields.
 SERVING_NUMBERS = {
     "block_bytes": (
         "the bytes of one 16-token block over all layers",

@@ -1,18 +1,18 @@
-"""Checks for notebook 09: the numbers and multiple-choice answers of the interview quiz.
+"""Checks for notebook 10: the numbers and multiple-choice answers of the interview quiz.
 
 Shape legend: ``B`` batch, ``T`` sequence length, ``C`` = d_model, ``nh`` query heads, ``nkv``
 key/value heads, ``hs`` = C // nh (head size), ``L`` layers.
 
 No answer is written down here: the questions live with their oracles, a module per part of the
-notebook (§1 :mod:`.nb09_numbers`, §2 :mod:`.nb09_claims`, §5.1–5.7 :mod:`.nb09_loop`, §5.9–5.10
-:mod:`.nb09_beyond`, §5.11 :mod:`.nb09_serving`), and are merged in here, where the two checks
+notebook (§1 :mod:`.nb10_numbers`, §2 :mod:`.nb10_claims`, §5.1–5.7 :mod:`.nb10_loop`, §5.9–5.10
+:mod:`.nb10_beyond`, §5.11 :mod:`.nb10_serving`), and are merged in here, where the two checks
 compare an answer with them.
 A number is recomputed by PyTorch and a known-wrong number comes with its diagnosis; a
 multiple-choice answer is measured where it can be and compared by salted hash elsewhere, and
 every option carries a note that explains it. Answers are variables named
 ``answer_<question>``; a test cell calls
 ``check_number("gpt3_head_size", answer_gpt3_head_size)`` or ``check_choice("gqa", answer_gqa)``.
-This module is the one notebook 09 imports, so it declares the answers every part's oracles could
+This module is the one notebook 10 imports, so it declares the answers every part's oracles could
 find in the learner's tools (``ANSWERS_IN_TOOLS``).
 """
 
@@ -29,21 +29,21 @@ import torch
 from autograder.torch_helpers import one_thread
 
 from ._core import fail, not_written
-from .nb09_beyond import BEYOND_CHOICES, BEYOND_NUMBERS
-from .nb09_claims import SECTION_2_CHOICES
-from .nb09_loop import LOOP_CHOICES, LOOP_NUMBERS
-from .nb09_numbers import SECTION_1_NUMBERS
-from .nb09_serving import SERVING_CHOICES, SERVING_NUMBERS
+from .nb10_beyond import BEYOND_CHOICES, BEYOND_NUMBERS
+from .nb10_claims import SECTION_2_CHOICES
+from .nb10_loop import LOOP_CHOICES, LOOP_NUMBERS
+from .nb10_numbers import SECTION_1_NUMBERS
+from .nb10_serving import SERVING_CHOICES, SERVING_NUMBERS
 
 #: Learner-importable names that would compute this notebook's graded answers. In the grading
 #: sandbox of any notebook whose test cells use these checks, they keep their names but raise.
 ANSWERS_IN_TOOLS: dict[str, str] = {
-    "autograder.tools.nb09_deck.DECK": (
+    "autograder.tools.nb10_deck.DECK": (
         "every number and choice, on the card backs (matmuls_loop via 5·nh + 1)"
     ),
-    "autograder.tools.nb09_flashcards.deck_markdown": "prints DECK",
-    "autograder.tools.nb09_flashcards.Schedule": "holds DECK (its default deck)",
-    "autograder.tools.nb09_flashcards.flashcard_widget": "holds DECK (its default deck)",
+    "autograder.tools.nb10_flashcards.deck_markdown": "prints DECK",
+    "autograder.tools.nb10_flashcards.Schedule": "holds DECK (its default deck)",
+    "autograder.tools.nb10_flashcards.flashcard_widget": "holds DECK (its default deck)",
     "autograder.tools.modules.TorchMultiHeadAttention": (
         "params_gpt2_small, params_mha and flops, measured on the meta device"
     ),
