@@ -335,8 +335,8 @@ def _expect_blocks(state: _Forks, table, new_table, n: int, where: str) -> None:
         )
     if moved and int(refs[table[last]]) == 1:
         fail(
-            f"{where} copies a block only this sequence holds (ref count 1): write into it in "
-            "place; copy only when its ref count is above 1."
+            f"{where} copies a block only this sequence holds (ref count 1): write the token "
+            "into that block itself; copy only when its ref count is above 1."
         )
     if not moved and n % bs and int(refs[table[last]]) > 1:
         fail(
