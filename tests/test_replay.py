@@ -86,7 +86,7 @@ def test_correct_implementations_verify(check, name, impl):
 # (``out[i, j] = loss.item() - base``): its record holds for the kernel's inputs only, so the
 # grader cannot replay it on new ones and withholds the cell for a person
 # (``tests/replay_share.py`` measures how often correct code does this).
-READS_VALUES = {"head_mask buffer"}
+READS_VALUES = {"head_mask buffer", "bounds read into Python"}
 
 
 @pytest.mark.parametrize("mistake", MISTAKES, ids=str)

@@ -35,15 +35,22 @@ def pack_flash_attn(x, attention_mask):
 
 
 def pack_loop(x, attention_mask):
-    """One sequence at a time, as a first version would, the boundaries kept as tensors.
-
-    (Boundaries read into Python and made a tensor again, ``torch.tensor(bounds)``, are a
-    constant to the grader's replay, which refuses them.)"""
+    """One sequence at a time, as a first version would, the boundaries kept as tensors."""
     rows, bounds = [], [attention_mask.new_zeros((), dtype=torch.int32)]
     for b in range(x.shape[0]):
         rows.append(x[b][attention_mask[b]])
         bounds.append(bounds[-1] + attention_mask[b].sum())
     return torch.cat(rows), torch.stack(bounds).to(torch.int32)
+
+
+def pack_bounds_read(x, attention_mask):
+    """The boundaries summed in Python from lengths read with ``.tolist()``, made a tensor
+    again: correct, but to the grader's replay a tensor of values read into Python, which it
+    cannot tell from a table of answers (withheld for a person, ``tests/test_replay.py``)."""
+    bounds = [0]
+    for length in attention_mask.sum(1).tolist():
+        bounds.append(bounds[-1] + length)
+    return x[attention_mask], torch.tensor(bounds, dtype=torch.int32)
 
 
 def _pack_with(cu=None, packed=None):
@@ -148,6 +155,7 @@ CORRECT = [
             "boolean index": pack_boolean,
             "unpad_input (flash-attn)": pack_flash_attn,
             "loop": pack_loop,
+            "bounds read into Python": pack_bounds_read,
         },
     ),
     *correct(

@@ -8,7 +8,10 @@ here, from the grader's inputs. The rerun refuses:
   copies of them, so the check's own stay as they were);
 - a *constant* (a tensor that is neither an input nor an operator's output) of more than one
   element, unless the call had no tensor input (then its result is computed from Python values),
-  and more than :data:`MAX_CONSTANTS` constants in one call;
+  and more than :data:`MAX_CONSTANTS` constants in one call (where the call read an input's
+  values into Python before it, such a constant may be computed from them, as ``cu_seqlens``
+  from lengths read with ``.tolist()``: that record cannot be told from a table of answers, and
+  is :class:`CannotReplay`, for a person);
 - literal numbers beyond :data:`MAX_LITERALS` distinct values per call, constants' values
   included where the call could reach a tensor, given or held by a module the statement already
   handed the kernel (they could spell out an answer one element at a time; reaching none, the
@@ -138,6 +141,11 @@ class Rerun:
                     self.tensors[ref_number(entry["const"])] = value
                     continue
                 if value.numel() > MAX_CONSTANT_ELEMENTS and has_inputs:
+                    if self.read_inputs:  # honest code builds cu_seqlens from lengths it read
+                        raise CannotReplay(
+                            "your code made a tensor from values it read into Python (`.tolist()`"
+                            ", `.item()`), which the grader cannot tell from a table of answers"
+                        )
                     raise ReplayError(
                         "your code used a tensor that is neither an input nor computed from one"
                     )
