@@ -51,6 +51,7 @@ MODULES = {
     "torch.nn.functional",
     "torch.nn.init",
     "torch.nn.attention",  # sdpa_kernel, given in notebooks 05 and 06
+    "torch.nn.attention.bias",  # causal_lower_right, notebook 03's mask for a cache
     "torch.autograd",  # grad, Function: judged by the replay's rules, not by name
     "torch.accelerator",  # the device-agnostic torch.cuda (PyTorch 2.6): 06's get_device
     "torch.cuda",

@@ -9,11 +9,20 @@ name, its outcome (the result as refs, or the error it raised) and the state it 
 module the grader watches. A record is a claim: the grader believes none of it without
 recomputing it (see :mod:`autograder.grader.verify.rerun`).
 
+Tensor subclasses: PyTorch's ``CausalBias`` (``causal_lower_right``, notebook 03's advice for a
+cache) is built under the tracer like any tensor, and SDPA given one runs its own code, whose
+operators the tracer sees as they run. Any other subclass with a ``__torch_function__`` or
+``__torch_dispatch__`` of its own runs learner code while the mode that sees it is off (a
+mode's handler runs with itself switched off), where reads into Python and torch functions
+called would escape the record: the record says so (``{"subclass": name}``) and the grader
+refuses it.
+
 Shape legend: none; this module records tensors of any shape.
 """
 
 from __future__ import annotations
 
+import sys
 import traceback
 import warnings
 from collections.abc import Callable
@@ -145,6 +154,48 @@ class Refs:
         return map_tree(tree, one)
 
 
+def _causal_bias() -> type | None:
+    """PyTorch's ``CausalBias`` once imported, made to build under the tracer (idempotent).
+
+    ``torch.Tensor.__new__`` allocates through the dispatcher; under a dispatch mode the mode
+    hands back a plain tensor that can no longer become the subclass ("Creating a new Tensor
+    subclass ..."). The allocation holds no value anyone reads (the bias is its variant and
+    sizes), so it runs without Python dispatch; ``__init__``, and the learner code of a
+    subclass's, runs traced.
+    """
+    bias = sys.modules.get("torch.nn.attention.bias")
+    cls = getattr(bias, "CausalBias", None)
+    if cls is not None and "__new__" not in vars(cls):
+        cls.__new__ = _new_untraced
+    return cls
+
+
+def _new_untraced(cls, *args, **kwargs):
+    with torch._C._DisableTorchDispatch():
+        return torch.Tensor.__new__(cls, *args, **kwargs)
+
+
+# What a tensor class runs for each hook when it runs no code of its own: Tensor's default
+# ``__torch_function__`` calls the function itself; ``Parameter`` has neither hook.
+_PLAIN = {
+    "__torch_function__": (
+        torch.Tensor.__torch_function__.__func__,
+        torch._C._disabled_torch_function_impl,
+    ),
+    "__torch_dispatch__": (torch._C._disabled_torch_dispatch_impl,),
+}
+
+
+def _foreign(types, hook: str, trusted: tuple = ()) -> dict | None:
+    """A ``{"subclass": name}`` entry for the first class of ``types`` (other than ``trusted``)
+    whose ``hook`` runs code of its own, if any."""
+    for t in types:
+        run = getattr(t, hook, None)
+        if t not in trusted and getattr(run, "__func__", run) not in _PLAIN[hook]:
+            return {"subclass": str(getattr(t, "__qualname__", t))[:120], "hook": hook}
+    return None
+
+
 class _Tracer(TorchDispatchMode):
     """Logs every ATen operator of one learner call, with its tensors named by ref."""
 
@@ -158,6 +209,9 @@ class _Tracer(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        foreign = _foreign(types, "__torch_dispatch__")
+        if foreign:  # its hook runs with this mode off
+            self.ops.append(foreign)
         entry = {"op": func._schema.name, "overload": func._overloadname}
         entry["grad"] = torch.is_grad_enabled()
         if torch._C._current_autograd_node() is not None:  # a backward pass autograd runs
@@ -184,8 +238,12 @@ class _Functions(TorchFunctionMode):
     def __init__(self, names: set[str], refs: Refs, ops: list):
         super().__init__()
         self.names, self.refs, self.ops = names, refs, ops
+        self.trusted = (_causal_bias(),)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        foreign = _foreign(types, "__torch_function__", self.trusted)
+        if foreign:  # its hook runs with this mode off
+            self.ops.append(foreign)
         module = getattr(func, "__module__", None) or "torch.Tensor"
         name = getattr(func, "__name__", "")
         self.names.add(f"{module}.{name or func}"[:120])
@@ -256,10 +314,6 @@ def record_call(
     entry: dict = {"inputs": {path: refs.register(t) for path, t in inputs}}
     with _Functions(functions, refs, ops), _Tracer(refs, ops):
         outcome = invoke(fn, args, kwargs)
-    if outcome[0] == "error" and "Creating a new Tensor subclass" in str(outcome[2]):
-        # A tensor subclass (PyTorch's CausalBias) cannot be built under a dispatch mode: run
-        # the call again untraced; its result travels as the subclass's name only.
-        outcome, ops = invoke(fn, args, kwargs), []
     entry["ops"] = ops
     entry["functions"] = sorted(functions, key=lambda n: (not n.startswith("torch._ops."), n))[
         :MAX_FUNCTIONS

@@ -11,6 +11,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention.bias import causal_lower_right, causal_upper_left
 
 from autograder.checks import nb04_gqa as checks
 from autograder.checks import nb04_gqa_attention as attention
@@ -161,6 +162,19 @@ class GQAExpandIsCausal(GQAManual):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
 
 
+class GQACausalBias(GQAManual):
+    """PyTorch's bottom-right causal bias as SDPA's attn_mask, as notebook 03 recommends;
+    without a cache, the top-left one (the same mask when T = S)."""
+
+    def mask(self, T, S, causal, has_past):
+        if not causal:
+            return None
+        return causal_lower_right(T, S) if has_past else causal_upper_left(T, S)  # CausalBias
+
+    def attend(self, q, k, v, allowed):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)  # (B, nh, T, hs)
+
+
 class GQAGrouped(GQAManual):
     """No repeat at all: queries grouped as (B, nkv, n_rep, T, hs) broadcast against the cache."""
 
@@ -236,6 +250,7 @@ CORRECT_GQA = {
     "Hugging Face LlamaAttention": GQAHuggingFace,
     "expand_is_causal": GQAExpandIsCausal,
     "grouped": GQAGrouped,
+    "causal_lower_right": GQACausalBias,
     "torch_enable_gqa": TorchGroupedQueryAttention,
 }
 

@@ -33,6 +33,10 @@ here, from the grader's inputs. The rerun refuses:
   together exceed the largest size (a table pasted row by row, or in chunks of one size each),
   more than :data:`MAX_SHAPE_LISTS` lists, and float lists in a call given no floating-point
   tensor (nothing there is redrawn);
+- a tensor subclass of the learner's that runs code of its own (a ``__torch_function__`` or
+  ``__torch_dispatch__``): the kernel's recording modes are off while it runs, so what it reads
+  into Python or calls there escapes the record (the recorder marks each such call,
+  :mod:`autograder.kernel.recorder`); PyTorch's ``CausalBias`` is not one of them;
 - a call that had tensor inputs but returns only floating tensors (of more than one element)
   that depend on none of them, and read none of them into Python (``.item()``);
 - more work than any check needs: each operator first runs on shapes only (the meta device), and
@@ -59,6 +63,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +91,17 @@ MAX_CONSTANTS = 4096
 
 class CannotReplay(ReplayError):
     """The record holds only for the values it was made with: a person must judge the cell."""
+
+
+def _subclass_refused(entry: dict) -> str:
+    hook = entry.get("hook")
+    if hook not in ("__torch_function__", "__torch_dispatch__"):
+        raise ReplayError("the kernel's operator log is malformed")
+    name = re.sub(r"[^\w.]", "?", str(entry["subclass"]))[:80]
+    return (
+        f"your code gave PyTorch a tensor subclass of its own ({name}) whose {hook} runs where "
+        "the grader cannot follow it: write it with plain tensors"
+    )
 
 
 @dataclass
@@ -134,6 +150,8 @@ class Rerun:
             if "read" in entry:
                 self._read(entry["read"])
                 continue
+            if "subclass" in entry:
+                raise ReplayError(_subclass_refused(entry))
             if "const" in entry:
                 with quiet():
                     value = decode_tensor(entry.get("value"))
