@@ -650,7 +650,8 @@ print(f"continuous batching takes {speedup:.1f}x fewer steps for the same tokens
 #
 # `is_causal=True` aligns the mask top-left: right only when `T == S` (the first chunk). Build
 # the mask: `torch.ones(T, S, dtype=torch.bool).tril(S - T)` keeps key `j` for query `t` when
-# `j <= t + S - T`, and pass it to `F.scaled_dot_product_attention` as `attn_mask`.
+# `j <= t + S - T`, and pass it to `F.scaled_dot_product_attention` as `attn_mask`. PyTorch's
+# `torch.nn.attention.bias.causal_lower_right(T, S)` (notebook 03) is the same mask, ready-made.
 # </details>
 
 

@@ -1,10 +1,7 @@
 """Learner implementations of notebook 09's chunked prefill, ``prefill_chunk``: written the way
 Hugging Face (a mask from ``cache_position``) and FlashAttention's reference (``col > row + sk -
-sq`` masked) write it, and the classic mistakes of the mask.
-
-PyTorch's ``causal_lower_right`` is not among the correct ones: the kernel's recorder cannot build
-its tensor subclass under a dispatch mode, so the grader cannot verify it (the engine's limit,
-``autograder/kernel/recorder.py``)."""
+sq`` masked) write it, PyTorch's own ``causal_lower_right``, and the classic mistakes of the
+mask."""
 
 from __future__ import annotations
 
@@ -12,6 +9,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.bias import causal_lower_right
 
 from autograder.checks import nb09_chunked as checks
 
@@ -66,6 +64,7 @@ CORRECT = correct(
         "Hugging Face cache_position": chunk_hugging_face,
         "flash-attn reference": chunk_flash_reference,
         "tril(S - T)": _chunk_with(lambda T, S: torch.ones(T, S, dtype=torch.bool).tril(S - T)),
+        "causal_lower_right (PyTorch)": _chunk_with(causal_lower_right),
     },
 )
 MISTAKES = [
