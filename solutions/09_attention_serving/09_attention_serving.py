@@ -739,8 +739,10 @@ plt.show()
 # Chunks of 512 cap their step at ~4 times as long, and the prompt's first token comes ~30%
 # later: chunking trades a little TTFT for a bound on TPOT. Small chunks pay the fixed cost
 # `a` once per chunk, so TTFT grows fast below a few hundred tokens; that is why servers pick a
-# token budget per step (vLLM's `max_num_batched_tokens`, a few thousand by default) and fill
-# it with decodes first, then as much prefill as fits.
+# token budget per step and fill it with decodes first, then as much prefill as fits. vLLM calls
+# it `max_num_batched_tokens`: 512 when chunked prefill arrived, and in its V1 engine a default
+# of 2,048 to 16,384 that depends on the GPU and on offline or server use (look it up for your
+# version: the trade above is the reason it is a setting).
 
 # %% [markdown]
 # ## 5 · Split-KV decoding (FlashDecoding)
