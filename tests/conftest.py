@@ -65,12 +65,15 @@ def one_thread():
 
 def assert_diagnosed(mistake, **run) -> None:
     """``mistake`` fails its check under ``run`` with one learner-facing line containing the
-    diagnosis (the one copy: ``test_mistakes`` and module-specific tests share it)."""
+    diagnosis (the one copy: ``test_mistakes`` and module-specific tests share it). The run is
+    :func:`mistakes.outcome`'s, made once per session."""
+    from mistakes import outcome
+
     from autograder.checks import CheckFailure
 
-    with pytest.raises(CheckFailure) as info:
-        mistake.check(mistake.impl, **run)
-    message = str(info.value)
+    result = outcome(mistake.check, mistake.impl, run)
+    assert result.failure and issubclass(result.failure, CheckFailure), result
+    message = result.message
     assert mistake.diagnosis in message, message
     assert "\n" not in message and message.endswith("."), message
     assert "tensor(" not in message, message  # shapes only, never values

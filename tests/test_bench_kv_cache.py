@@ -19,6 +19,7 @@ from autograder.tools.nb04_gqa import (  # noqa: E402
     generate,
     meta_cache,
 )
+from autograder.torch_helpers import one_thread  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -40,6 +41,7 @@ def test_quick_benchmark_runs_and_reports(tmp_path, capsys):
     assert "speed-up" in capsys.readouterr().out
 
 
+@one_thread  # not the module: a test below measures that the benchmark restores the threads
 def test_cached_generation_equals_recomputation_in_float64():
     torch.manual_seed(0)
     model = (

@@ -15,6 +15,9 @@ from autograder.tools.nb06_gpu import gradients_through
 
 # Correct implementations, catalogued mistakes and stubs (Triton's too): tests/test_mistakes.py.
 
+# Tiny tensors: on two threads of a busy machine each small product spins for milliseconds.
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 # ----------------------------------------------------------------------------- Triton
 

@@ -10,6 +10,8 @@ from autograder.tools.timing import count_ops
 
 # Correct implementations and catalogued mistakes: tests/test_mistakes.py.
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 def test_quiz_accepts_the_right_letter_in_any_spelling():
     for question, letter in impl.QUIZ_RIGHT.items():

@@ -3,7 +3,8 @@
 - every check module becomes a stand-in whose ``check_*`` names do nothing;
 - every name a check module declares in ``ANSWERS_IN_TOOLS`` exists, and in the tree of an
   assignment that uses those checks it keeps its name but raises;
-- every notebook's set-up cell imports in its own tree (slow: one interpreter per notebook);
+- every notebook's set-up cell imports in its own tree (slow: one interpreter that imports
+  torch and matplotlib, forked once per notebook);
 - the grader's key changes when any tool, its data or the kernel code changes.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import importlib
+import json
 import re
 import shutil
 import subprocess
@@ -32,10 +34,12 @@ def _tree(notebook: str, cache: Path) -> Path:
     return kernel_package.build(cache, instructor_notebook_text(notebook))
 
 
-def _run(tree: Path, code: str) -> subprocess.CompletedProcess:
-    env = {"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", "HOME": "/tmp", "MPLBACKEND": "Agg"}
+def _run(tree: Path | None, code: str, *args: str) -> subprocess.CompletedProcess:
+    """``code`` in a fresh interpreter with ``tree`` first on its ``PYTHONPATH``."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "MPLBACKEND": "Agg"}
+    env |= {"PYTHONPATH": str(tree)} if tree else {}
     return subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd="/tmp"
+        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, cwd="/tmp"
     )
 
 
@@ -103,15 +107,52 @@ def test_a_kernel_tree_has_no_check_and_no_declared_answer(tmp_path):
     assert "raised `loop_heads` is not available" in done.stdout
 
 
+# Importing torch and matplotlib is nearly all of an interpreter's 2 CPU-s here: one interpreter
+# imports them, then a child forked for each notebook puts its tree where PYTHONPATH would (after
+# ``-c``'s "") and runs the set-up cell, its stderr into a file of its own.
+FORKED = """
+import json, os, sys, traceback
+import matplotlib.pyplot, numpy, torch
+codes = {}
+for notebook, (tree, code, log) in json.loads(sys.argv[1]).items():
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(os.open(log, os.O_WRONLY | os.O_CREAT), 2)
+        sys.path.insert(1, tree)
+        try:
+            exec(compile(code, notebook, "exec"), {"__name__": "__main__"})
+        except BaseException:
+            traceback.print_exc()
+            sys.stderr.flush()
+            os._exit(1)
+        os._exit(0)
+    codes[notebook] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+print(json.dumps(codes))
+"""
+
+
+@pytest.fixture(scope="module")
+def setup_cells(tmp_path_factory) -> dict[str, tuple[int, str]]:
+    """Notebook -> the exit code and stderr of its set-up cell run in its kernel tree."""
+    tmp = tmp_path_factory.mktemp("setup-cells")
+    runs = {}
+    for notebook in paths.notebook_ids():
+        nb = nbformat.reads(instructor_notebook_text(notebook), as_version=4)
+        setup = next(c.source for c in nb.cells if nbcell.grade_id(c) == "setup")
+        code = TransformerManager().transform_cell(setup)
+        code = code.replace("get_ipython().run_line_magic", "(lambda *a: None)")
+        runs[notebook] = (str(_tree(notebook, tmp)), code, str(tmp / f"{notebook}.stderr"))
+    done = _run(None, FORKED, json.dumps(runs))
+    assert done.returncode == 0, done.stderr[-2000:]
+    codes = json.loads(done.stdout)
+    return {nb: (codes[nb], Path(log).read_text()) for nb, (_, _, log) in runs.items()}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("notebook", paths.notebook_ids())
-def test_every_setup_cell_imports_in_its_kernel_tree(notebook, tmp_path):
-    nb = nbformat.reads(instructor_notebook_text(notebook), as_version=4)
-    setup = next(c.source for c in nb.cells if nbcell.grade_id(c) == "setup")
-    code = TransformerManager().transform_cell(setup)
-    code = code.replace("get_ipython().run_line_magic", "(lambda *a: None)")
-    done = _run(_tree(notebook, tmp_path), code)
-    assert done.returncode == 0, done.stderr[-2000:]
+def test_every_setup_cell_imports_in_its_kernel_tree(notebook, setup_cells):
+    code, stderr = setup_cells[notebook]
+    assert code == 0, stderr[-2000:]
 
 
 def test_the_grader_key_follows_tools_data_and_kernel(tmp_path, monkeypatch):

@@ -17,6 +17,10 @@ Every module here is a catalogue for one notebook's checks and declares, under t
 ``SKIP`` (optional) is a reason to skip the whole catalogue (Triton not installed).
 ``tests/test_mistakes.py`` runs every entry of every catalogue; adding a check means adding
 entries here, not a test function.
+
+:func:`outcome` runs one check on one implementation once per session: the tests that verify a
+run on a kernel's record (``test_replay.py``, ``test_checks_rope.py``) compare it with the run
+``test_mistakes.py`` already made, rather than making it again.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
+
+import torch
 
 Run = dict[str, Any]
 
@@ -90,6 +96,34 @@ def catalogues() -> dict[str, ModuleType]:
         info.name: importlib.import_module(f"{__name__}.{info.name}")
         for info in pkgutil.iter_modules(__path__)
     }
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What ``check(impl, **run)`` gave: the type and text of the failure it raised (None and ""
+    when it passed), and whether gradients were still enabled after it."""
+
+    failure: type[AssertionError] | None
+    message: str
+    grad_enabled: bool
+
+
+_outcomes: dict[tuple, Outcome] = {}
+
+
+def outcome(check: Callable[..., None], impl: Any, run: Run) -> Outcome:
+    """``check(impl, **run)``, computed on the first call with these three and remembered (checks
+    draw their inputs from ``seed``). An exception that is not a check's failure is raised, and
+    not remembered."""
+    key = (check, impl, tuple(sorted(run.items())))
+    if key not in _outcomes:
+        try:
+            check(impl, **run)
+            failure, message = None, ""
+        except AssertionError as err:
+            failure, message = type(err), str(err)
+        _outcomes[key] = Outcome(failure, message, torch.is_grad_enabled())
+    return _outcomes[key]
 
 
 def stub(*args: Any, **kwargs: Any) -> Any:
