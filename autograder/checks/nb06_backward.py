@@ -21,6 +21,8 @@ from collections.abc import Callable
 
 import torch
 
+from autograder.torch_helpers import one_thread
+
 from ._attention_grads import Grads, forward, gradients, variants
 from ._core import (
     CheckFailure,
@@ -220,6 +222,7 @@ def _cases(gen, causal: bool, thorough: bool):
         yield randint(gen, 1, 2), randint(gen, 1, 2), T, S, randint(gen, 1, 12), randint(gen, 1, 9)
 
 
+@one_thread
 def check_backward_values(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """``(dq, dk, dv)`` equal autograd's through SDPA: T ≠ S, ragged blocks, the default block."""
     __tracebackhide__ = True
@@ -234,6 +237,7 @@ def check_backward_values(fn: Callable, *, seed: int = 0, thorough: bool = False
         _check_case(fn, _args(gen, 1, 2, 7, 13, 8, False, torch.float64), 4, False)
 
 
+@one_thread
 def check_backward_causal(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """Causal ``(dq, dk, dv)`` (bottom-right, S >= T) equal autograd's."""
     __tracebackhide__ = True
@@ -270,6 +274,7 @@ def _memory_advice(big: Created, B, nh, T, S) -> str:
     )
 
 
+@one_thread
 def check_backward_memory(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """The tensors the call creates, each alive until its last use, never hold ``T * S`` numbers
     at once, on shapes where a tiled backward holds at most about half of that; the gradients
@@ -290,6 +295,7 @@ def check_backward_memory(fn: Callable, *, seed: int = 0, thorough: bool = False
             fail(f"`{NAME}` is wrong for {_inputs(args, block, causal)}: fix the values first.")
 
 
+@one_thread
 def check_backward_by_hand(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """The gradients are computed by hand: no operator run by autograd's engine, none of
     PyTorch's attention (every call of the other checks refuses them too)."""

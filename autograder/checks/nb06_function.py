@@ -34,6 +34,7 @@ from collections.abc import Callable
 import torch
 
 from autograder.tools.nb06_gpu import gradients_through
+from autograder.torch_helpers import one_thread
 
 from ._attention_grads import gradients, log_sum_exp, lse_variants, variants
 from ._core import (
@@ -168,6 +169,7 @@ def _lse_cases(gen, thorough: bool):
         )
 
 
+@one_thread
 def check_tiled_lse(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """``tiled_attention(..., return_lse=True)`` returns ``(out, lse)``: lse is the log-sum-exp of
     each query's allowed scaled scores, ``(B, nh, T)``, from the loop, never from the table."""
@@ -309,6 +311,7 @@ def _function_cases(gen, thorough: bool):
         )
 
 
+@one_thread
 def check_flash_function(
     fn: Callable, through: Callable = gradients_through, *, seed: int = 0, thorough: bool = False
 ) -> None:
@@ -323,6 +326,7 @@ def check_flash_function(
         _function_case(fn, through, q, k, v, do, causal)
 
 
+@one_thread
 def check_flash_memory(
     fn: Callable, through: Callable = gradients_through, *, seed: int = 0, thorough: bool = False
 ) -> None:

@@ -25,6 +25,7 @@ from functools import partial
 import torch
 
 from autograder.tools import triton_support
+from autograder.torch_helpers import one_thread
 
 from ._core import (
     CheckFailure,
@@ -237,6 +238,7 @@ def _tiled_cases(gen, causal: bool, thorough: bool):
         yield randint(gen, 1, 2), randint(gen, 1, 3), T, S, randint(gen, 1, 16), randint(gen, 1, 12)
 
 
+@one_thread
 def check_tiled_values(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """Non-causal ``tiled_attention`` equals SDPA: T ≠ S, ragged blocks, large scores, dtypes."""
     __tracebackhide__ = True
@@ -257,6 +259,7 @@ def check_tiled_values(fn: Callable, *, seed: int = 0, thorough: bool = False) -
         _check_tiled_case(fn, *_qkv(gen, 1, 2, 7, 13, 8, dtype), 4, False)
 
 
+@one_thread
 def check_tiled_causal(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """Causal ``tiled_attention`` (bottom-right) equals SDPA with the mask j <= i + S - T.
 
@@ -302,6 +305,7 @@ def _memory_advice(big: Created, B, nh, T, S) -> str:
     )
 
 
+@one_thread
 def check_tiled_memory(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """``tiled_attention`` never holds as many numbers as one head's (T, S) score matrix.
 
@@ -326,6 +330,7 @@ def check_tiled_memory(fn: Callable, *, seed: int = 0, thorough: bool = False) -
             fail(f"`{TILED}` is wrong for {_inputs(q, k, v, causal, block)}: fix the values first.")
 
 
+@one_thread
 def check_tiled_no_sdpa(fn: Callable, *, seed: int = 0, thorough: bool = False) -> None:
     """``tiled_attention`` computes attention itself: none of PyTorch's attention operators runs
     (every call of the other checks refuses them too)."""
