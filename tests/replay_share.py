@@ -30,15 +30,15 @@ ALLOWED = operators.DEFAULT | operators.SDPA | operators.MODEL
 
 
 def _tools(check) -> dict:
-    """The check's positional parameters after the learner's function, with their defaults: the
-    notebook's tools a test cell names (``check_flash_function(FlashAttention,
+    """The check's positional parameters after the learner's function whose defaults are
+    functions, with them: the notebook's tools a test cell names (``check_flash_function(FlashAttention,
     gradients_through)``), globals of the learner's kernel like any other."""
     try:
         parameters = list(inspect.signature(check).parameters.values())[1:]
     except (TypeError, ValueError):
         return {}
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    return {p.name: p.default for p in parameters if p.kind is kind}
+    return {p.name: p.default for p in parameters if p.kind is kind and callable(p.default)}
 
 
 def outcome(entry) -> tuple[str, str]:
