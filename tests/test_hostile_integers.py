@@ -11,6 +11,7 @@ automatic cell, full marks and verified.
 from __future__ import annotations
 
 import pytest
+from hostile import won_in_class_run, won_in_process
 from hostile.integers import HONEST, attacks
 from hostile.trust import TRITON
 from test_hostile_loopholes import verdicts
@@ -21,7 +22,7 @@ ATTACKS = attacks()
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.learner)
 def test_a_table_or_a_python_read_wins_nothing(attack):
     found = verdicts(attack)
-    won = {g: v for g, v in found.items() if v.status not in ("refuted", "withheld", "unverified")}
+    won = won_in_process(found)
     assert not won, f"{attack.what}: {won}"
     for verdict in found.values():
         assert verdict.message and "\n" not in verdict.message, verdict
@@ -30,16 +31,7 @@ def test_a_table_or_a_python_read_wins_nothing(attack):
 @pytest.mark.slow
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.learner)
 def test_graded_attack_wins_no_target_cell(class_run, attack):
-    result = class_run.results.get((attack.notebook, attack.learner))
-    assert result is not None, class_run.stdout[-3000:]
-    assert result["status"] == "graded", result
-    cells_ = {c["grade_id"]: c for nb in result["notebooks"] for c in nb["cells"]}
-    assert set(attack.targets) <= set(cells_), (attack.targets, sorted(cells_))
-    won = {
-        g: (cells_[g]["score"], cells_[g]["check"], cells_[g]["message"])
-        for g in attack.targets
-        if cells_[g]["score"] > 0 and cells_[g]["check"] != "withheld"
-    }
+    won = won_in_class_run(class_run, [attack])
     assert not won, f"{attack.what}: won {won}"
 
 

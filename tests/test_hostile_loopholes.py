@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import nbformat
 import pytest
+from hostile import won_in_class_run, won_in_process
 from hostile.loopholes import ATTACKS, SCAN_ONLY, attacks, block_table_attack
 from hostile.trust import build
 
@@ -81,7 +82,7 @@ def verdicts(attack) -> dict[str, cells.Verdict]:
 def test_a_rule_read_by_its_letter_wins_nothing(attack):
     attack = attack or block_table_attack()
     found = verdicts(attack)
-    won = {g: v for g, v in found.items() if v.status not in ("refuted", "withheld")}
+    won = won_in_process(found)
     assert not won, f"{attack.what}: {won}"
     for verdict in found.values():
         assert verdict.message and "\n" not in verdict.message, verdict
@@ -90,15 +91,5 @@ def test_a_rule_read_by_its_letter_wins_nothing(attack):
 @pytest.mark.slow
 def test_graded_attacks_win_no_target_cell(class_run):
     """The same attacks handed in: every target scores 0 (or waits for a person)."""
-    won = {}
-    for attack in attacks():
-        result = class_run.results.get((attack.notebook, attack.learner))
-        assert result is not None and result["status"] == "graded", (attack.learner, result)
-        cells_ = {c["grade_id"]: c for nb in result["notebooks"] for c in nb["cells"]}
-        assert set(attack.targets) <= set(cells_), (attack.targets, sorted(cells_))
-        won |= {
-            (attack.learner, g): (cells_[g]["score"], cells_[g]["check"], cells_[g]["message"])
-            for g in attack.targets
-            if cells_[g]["score"] > 0 and cells_[g]["check"] != "withheld"
-        }
+    won = won_in_class_run(class_run, attacks())
     assert not won, won

@@ -12,6 +12,7 @@ import math
 
 import pytest
 import torch
+from hostile import won_in_class_run, won_in_process
 from hostile.records import ATTACKS
 from test_hostile_loopholes import verdicts
 
@@ -22,7 +23,7 @@ from autograder.grader.verify import cells, remote
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.learner)
 def test_a_how_rule_holds_on_the_record(attack):
     found = verdicts(attack)
-    won = {g: v for g, v in found.items() if v.status not in ("refuted", "withheld")}
+    won = won_in_process(found)
     assert not won, f"{attack.what}: {won}"
     for verdict in found.values():
         assert verdict.message and "\n" not in verdict.message, verdict
@@ -82,15 +83,5 @@ def test_hidden_mechanisms_are_refused_on_their_record(check, impl):
 @pytest.mark.slow
 def test_graded_attacks_win_no_target_cell(class_run):
     """The same attacks handed in: every target scores 0 (or waits for a person)."""
-    won = {}
-    for attack in ATTACKS:
-        result = class_run.results.get((attack.notebook, attack.learner))
-        assert result is not None and result["status"] == "graded", (attack.learner, result)
-        found = {c["grade_id"]: c for nb in result["notebooks"] for c in nb["cells"]}
-        assert set(attack.targets) <= set(found), (attack.targets, sorted(found))
-        won |= {
-            (attack.learner, g): (found[g]["score"], found[g]["check"], found[g]["message"])
-            for g in attack.targets
-            if found[g]["score"] > 0 and found[g]["check"] != "withheld"
-        }
+    won = won_in_class_run(class_run, ATTACKS)
     assert not won, won

@@ -1,4 +1,4 @@
-"""Notebook 10's prefix-caching and packed-sequence cells win nothing from tables of the public
+"""Notebook 09's prefix-caching and packed-sequence cells win nothing from tables of the public
 runs or from bookkeeping out of the recorder's sight (:mod:`hostile.serving_sharing`).
 
 The submission runs in-process: its cells in one namespace (the kernel), each target test cell,
@@ -10,7 +10,8 @@ The class run grades the same submission (``test_hostile_trust.py`` reads it).
 from __future__ import annotations
 
 import pytest
-from hostile.serving_sharing import NB10, attack
+from hostile import NO_WIN, won_in_class_run
+from hostile.serving_sharing import attack
 from test_hostile_loopholes import _kernel, _notebooks
 
 from autograder import nbcell
@@ -36,7 +37,7 @@ def test_tables_and_numpy_win_no_target():
             continue
         verdict = cells.verify_cell(tests[target], kernel)
         assert verdict.message and "\n" not in verdict.message, verdict
-        if verdict.status not in ("refuted", "withheld", "unverified"):  # grade: withheld
+        if verdict.status not in NO_WIN:
             won[target] = verdict
     assert not won, f"{attack().what}: {won}"
 
@@ -44,12 +45,5 @@ def test_tables_and_numpy_win_no_target():
 @pytest.mark.slow
 def test_graded_submission_wins_no_target_cell(class_run):
     """The same submission handed in: every target scores 0 (or waits for a person)."""
-    result = class_run.results.get((NB10, attack().learner))
-    assert result is not None and result["status"] == "graded", result
-    found = {c["grade_id"]: c for nb in result["notebooks"] for c in nb["cells"]}
-    won = {
-        g: (found[g]["score"], found[g]["check"], found[g]["message"])
-        for g in attack().targets
-        if found[g]["score"] > 0 and found[g]["check"] != "withheld"
-    }
+    won = won_in_class_run(class_run, [attack()])
     assert not won, won

@@ -1,9 +1,10 @@
-"""Notebook 10's speculative decoding cells hold against answers that know the public checks:
+"""Notebook 09's speculative decoding cells hold against answers that know the public checks:
 the attacks of :mod:`hostile.serving_speculative`, in-process and in the class run."""
 
 from __future__ import annotations
 
 import pytest
+from hostile import won_in_class_run, won_in_process
 from hostile.serving_speculative import ATTACKS
 from test_hostile_loopholes import verdicts
 
@@ -14,7 +15,7 @@ IN_PROCESS = ("test_accept_greedy", "test_tree_attention_mask")
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.learner)
 def test_knowing_the_public_checks_wins_nothing(attack):
     found = {g: v for g, v in verdicts(attack).items() if g in IN_PROCESS}
-    won = {g: v for g, v in found.items() if v.status not in ("refuted", "withheld")}
+    won = won_in_process(found)
     assert not won, f"{attack.what}: {won}"
     for verdict in found.values():
         assert verdict.message and "\n" not in verdict.message, verdict
@@ -23,14 +24,5 @@ def test_knowing_the_public_checks_wins_nothing(attack):
 @pytest.mark.slow
 def test_graded_attacks_win_no_target_cell(class_run):
     """The same answers handed in: every target scores 0 (or waits for a person)."""
-    won = {}
-    for attack in ATTACKS:
-        result = class_run.results.get((attack.notebook, attack.learner))
-        assert result is not None and result["status"] == "graded", (attack.learner, result)
-        found = {c["grade_id"]: c for nb in result["notebooks"] for c in nb["cells"]}
-        won |= {
-            (attack.learner, g): (found[g]["score"], found[g]["check"], found[g]["message"])
-            for g in attack.targets
-            if found[g]["score"] > 0 and found[g]["check"] != "withheld"
-        }
+    won = won_in_class_run(class_run, ATTACKS)
     assert not won, won

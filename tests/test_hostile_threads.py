@@ -9,20 +9,12 @@ and is gone: the real run is the proof.)
 from __future__ import annotations
 
 import pytest
+from hostile import won_in_class_run
 from hostile.threads import ATTACKS
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.learner)
 def test_graded_attack_wins_no_target_cell(class_run, attack):
-    result = class_run.results.get((attack.notebook, attack.learner))
-    assert result is not None, class_run.stdout[-3000:]
-    assert result["status"] == "graded", result
-    cells_ = {c["grade_id"]: c for nb in result["notebooks"] for c in nb["cells"]}
-    assert set(attack.targets) <= set(cells_), (attack.targets, sorted(cells_))
-    won = {
-        g: (cells_[g]["score"], cells_[g]["check"], cells_[g]["message"])
-        for g in attack.targets
-        if cells_[g]["score"] > 0 and cells_[g]["check"] != "withheld"
-    }
+    won = won_in_class_run(class_run, [attack])
     assert not won, f"{attack.what}: won {won}"

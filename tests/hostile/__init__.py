@@ -486,3 +486,31 @@ def notebooks(workdir: Path, notebook_id: str = "01_attention_from_scratch"):
         run.root / "release" / notebook_id / f"{notebook_id}.ipynb", as_version=4
     )
     return solution, release
+
+
+# A target cell that grade scores automatically is a win; these are not. An unverified cell (its
+# record cannot be replayed on new inputs) is withheld by grade for a person: 0 points.
+NO_WIN = ("refuted", "withheld", "unverified")
+
+
+def won_in_process(found: dict) -> dict:
+    """The verdicts of ``found`` (grade id -> the in-process grader's verdict) that would score."""
+    return {g: v for g, v in found.items() if v.status not in NO_WIN}
+
+
+def won_in_class_run(class_run, attacks) -> dict:
+    """(learner, grade id) -> (score, check, message) of each target cell of ``attacks`` that
+    scored in the class run; each attack's submission must have been graded, every target in it."""
+    won = {}
+    for attack in attacks:
+        result = class_run.results.get((attack.notebook, attack.learner))
+        assert result is not None, (attack.learner, class_run.stdout[-3000:])
+        assert result["status"] == "graded", result
+        found = {c["grade_id"]: c for nb in result["notebooks"] for c in nb["cells"]}
+        assert set(attack.targets) <= set(found), (attack.targets, sorted(found))
+        won |= {
+            (attack.learner, g): (found[g]["score"], found[g]["check"], found[g]["message"])
+            for g in attack.targets
+            if found[g]["score"] > 0 and found[g]["check"] != "withheld"
+        }
+    return won

@@ -11,7 +11,7 @@ them in the class run; ``tests/test_allowlist.py`` reads them with the scan alon
 
 from __future__ import annotations
 
-from .trust import NB01, NB02, NB03, NB04, NB05, NB06, NB08, NB09, Attack, Edit
+from .trust import NB01, NB02, NB03, NB04, NB05, NB06, NB08, NB10, Attack, Edit
 
 # Runs compute() on a worker thread, where the kernel's recorder (a mode of the calling thread)
 # sees nothing, and hands back its Python value.
@@ -452,7 +452,7 @@ ATTACKS = (
     ),
     Attack(
         "al_nb09_flops_by_name",
-        NB09,
+        NB10,
         7,
         (
             "test_numbers_flops",

@@ -42,7 +42,7 @@ from .loophole_writes import (
     ZEROED_MODULE,
     ZEROED_TILED,
 )
-from .trust import NB01, NB02, NB05, NB06, NB07, NB09, Attack, Edit
+from .trust import NB01, NB02, NB05, NB06, NB07, NB10, Attack, Edit
 
 # Attacks whose answers are plain values measured in a cell: no call for the grader to judge, so
 # only the scan stops them (their cells are withheld for a person).
@@ -157,7 +157,7 @@ ATTACKS = (
     ),
     Attack(
         "f4_nb09_measured",
-        NB09,
+        NB10,
         4,
         ("test_numbers_flops", "test_numbers_matmuls_loop", "test_numbers_matmuls_packed"),
         "the FLOPs are FlopCounterMode's count of nn.MultiheadAttention on the meta device, the "

@@ -21,9 +21,8 @@ import functools
 
 from autograder.checks import nb09_split_kv
 
-from .trust import Attack, Edit
+from .trust import NB09, Attack, Edit
 
-NB10 = "09_attention_serving"
 PUBLIC_RUNS = ({"seed": 0}, {"seed": 1, "thorough": True})
 
 ORACLE_FROM_FRAMES = '''import sys
@@ -80,8 +79,8 @@ def merge_splits(outputs, lses):
 def attacks() -> tuple[Attack, ...]:
     return (
         Attack(
-            "s_nb10_chunks",
-            NB10,
+            "s_nb09_chunks",
+            NB09,
             2,
             (
                 "test_prefill_chunk",

@@ -1,7 +1,7 @@
 """Notebook 09, sections 2-3 (prefix caching, packed sequences): answers that fit the public tests
 only, written as a learner who controls the notebook and has the course's package at home.
 
-One submission, learner ``s_nb10_tables``, one attack per answer cell (each cell reaches only
+One submission, learner ``s_nb09_tables``, one attack per answer cell (each cell reaches only
 its own attack, so they cannot interfere):
 
 - ``block_hashes`` answered from a table of every token list the public test cells pass (the
@@ -26,9 +26,8 @@ import functools
 
 from autograder.checks import nb09_prefix, nb09_varlen
 
-from .trust import Attack, Edit
+from .trust import NB09, Attack, Edit
 
-NB10 = "09_attention_serving"
 PUBLIC_RUNS = ({}, {"seed": 1, "thorough": True})  # the instructor's visible and hidden test
 
 
@@ -151,8 +150,8 @@ TARGETS = ("test_block_hashes", "test_pack", "test_varlen_attention", "test_cow_
 @functools.cache
 def attack() -> Attack:
     return Attack(
-        "s_nb10_tables",
-        NB10,
+        "s_nb09_tables",
+        NB09,
         2,
         TARGETS,
         "block hashes, cu_seqlens and varlen attention from tables of the public runs, the "

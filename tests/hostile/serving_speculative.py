@@ -20,9 +20,8 @@ from __future__ import annotations
 
 from autograder.checks import nb09_speculative as checks
 
-from .trust import Attack, Edit
+from .trust import NB09, Attack, Edit
 
-NB10 = "09_attention_serving"
 TARGETS = ("test_accept_greedy", "test_speculative_accept", "test_tree_attention_mask")
 
 GREEDY_FROM_THE_LAYOUT = '''def accept_greedy(draft_tokens, target_logits):
@@ -79,7 +78,7 @@ def tree_attention_mask(parents, prefix_len):
 ATTACKS = [
     Attack(
         "s6_speculative",
-        NB10,
+        NB09,
         4,
         TARGETS,
         "accept_greedy takes its counts from the public check's row layout, speculative_accept "

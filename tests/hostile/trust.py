@@ -45,14 +45,15 @@ NB01, NB02, NB03, NB04 = (
     "03_masking",
     "04_grouped_query_attention",
 )
-NB05, NB06, NB07, NB08, NB09 = (
+NB05, NB06, NB07, NB08, NB09, NB10 = (
     "05_parallel_vs_sequential",
     "06_gpu_attention",
     "07_exploring_heads",
     "08_long_context",
+    "09_attention_serving",
     "10_interview_prep",
 )
-NOTEBOOKS = (NB01, NB02, NB03, NB04, NB05, NB06, NB07, NB08, NB09)
+NOTEBOOKS = (NB01, NB02, NB03, NB04, NB05, NB06, NB07, NB08, NB09, NB10)
 # Notebook 06's Triton checks are optional self-checks without points: nothing to win there.
 TRITON = ("selfcheck_triton_attention_matches_sdpa", "selfcheck_triton_attention_causal")
 TILED = ("test_tiled_attention_matches_sdpa", "test_tiled_attention_causal")
@@ -589,7 +590,7 @@ CONTROLS = {nb: _control(nb) for nb in paths.notebook_ids()}
 ATTACKS = (
     Attack(
         "c1_nb09_sys_modules",
-        NB09,
+        NB10,
         1,
         (
             "test_numbers_gpt3_head_size",
@@ -616,7 +617,7 @@ ATTACKS = (
     ),
     Attack(
         "c1_nb09_gc_brute_force",
-        NB09,
+        NB10,
         1,
         (
             "test_numbers_gpt3_head_size",
@@ -636,7 +637,7 @@ ATTACKS = (
     ),
     Attack(
         "c1_nb09_flashcards",
-        NB09,
+        NB10,
         1,
         ("test_numbers_gpt3_head_size", "test_numbers_kv_bytes_per_token", "test_numbers_flops"),
         "three numbers parsed out of the backs of the course's flashcard deck, reached through "
