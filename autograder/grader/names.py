@@ -158,17 +158,7 @@ def top_level_reads(tree: ast.Module) -> set[str]:
     }
 
 
-def imported_names(tree: ast.Module) -> set[str]:
-    """The names a cell's imports bind, of allowed modules too (:func:`bindings` leaves those out:
-    they bind library names, not the learner's code)."""
-    return {
-        a.asname or a.name.split(".")[0]
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import | ast.ImportFrom)
-        for a in node.names
-    }
-
-
 def binds_or_imports(tree: ast.Module) -> set[str]:
-    """The names a cell binds, its imports of allowed modules included."""
-    return bindings(tree)[0] | imported_names(tree)
+    """The names a cell binds, its imports of allowed modules included (:func:`bindings` leaves
+    those out: they bind library names, not the learner's code)."""
+    return bindings(tree)[0] | set(reading.imports(tree))

@@ -26,7 +26,6 @@ from autograder.grader.names import (
     bindings,
     binds,
     binds_or_imports,
-    imported_names,
     reached_names,
     top_level_reads,
 )
@@ -229,7 +228,7 @@ def _context(release, notebook: str, learner: list[ast.Module]) -> allowed.Conte
         tree = parse(cell.source) if cell.cell_type == "code" else None
         if tree is None or nbcell.is_answer(cell):
             continue
-        names |= bindings(tree)[0] | set(reading.imports(tree))
+        names |= binds_or_imports(tree)
         modules |= reading.imports(tree)
         given |= {
             f"{n.module}.{a.name}" if isinstance(n, ast.ImportFrom) else a.name
@@ -238,7 +237,7 @@ def _context(release, notebook: str, learner: list[ast.Module]) -> allowed.Conte
             for a in n.names
         }
     for tree in learner:
-        names |= bindings(tree)[0] | set(reading.imports(tree))
+        names |= binds_or_imports(tree)
         modules |= reading.imports(tree)
     helpers = {path for path in given if path.startswith("autograder.")}
     return allowed.Context(names, modules, helpers, given)
@@ -337,11 +336,11 @@ def withheld_tests(submitted, reference, release, notebook: str = "") -> dict[st
     ran_at = {nbcell.grade_id(c): i for i, c in enumerate(submitted.cells) if nbcell.is_test(c)}
     tools = set().union(*(binds_or_imports(t) for t in _given_trees(release)))
     tools -= set().union(*(binds_or_imports(t) for t in _answer_trees(release)))
-    rebinders = [
-        (where, index, tools if EVERY_NAME in bound else (bound | imported_names(tree)) & tools)
-        for (where, _, tree), (bound, _), index in zip(learner, cells, positions, strict=True)
-    ]
-    rebinders = [r for r in rebinders if r[2]]
+    rebinders = []  # (where, position, the given names it binds) of each cell that binds any
+    for (where, _, tree), (bound, _), index in zip(learner, cells, positions, strict=True):
+        rebound = tools if EVERY_NAME in bound else (bound | reading.imports(tree).keys()) & tools
+        if rebound:
+            rebinders.append((where, index, rebound))
     withheld = {}
     for test in (c for c in reference.cells if nbcell.is_test(c)):
         tree = parse(test.source)
