@@ -1,5 +1,6 @@
 """Shared helpers for the test suite."""
 
+import json
 import os
 import subprocess
 import sys
@@ -208,3 +209,6 @@ def pytest_terminal_summary(terminalreporter):
         write(f"{start:7.0f} -{end}  job {name} ({job.cores} cores{cpu})")
     wall = time.monotonic() - _began
     terminalreporter.write_sep("=", f"suite: {total:.0f} CPU-s, {wall:.0f} s wall-clock")
+    if os.environ.get("MHA_CPU_TABLE"):  # every test's and job's CPU-s, for a closer look
+        table = {"tests": _cpu, "jobs": job_cpu, "wall": wall}
+        Path(os.environ["MHA_CPU_TABLE"]).write_text(json.dumps(table, indent=1))
