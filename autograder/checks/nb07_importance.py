@@ -64,17 +64,22 @@ def _masked_losses(model: TinyTransformer, batch, masks: dict) -> dict:
     """Loss of an eval-mode copy of ``model`` for each ``(n_layers, nh)`` 0/1 mask in ``masks``.
 
     Heads are removed by zeroing their columns of ``out_proj.weight`` in the copy: a different
-    route from the model's own ``head_mask`` argument.
+    route from the model's own ``head_mask`` argument. Equal masks share one forward pass (the
+    diagnosis names many masks twice: a whole layer off once per head of it).
     """
     ref = copy.deepcopy(model).eval()
     ref.head_mask.fill_(1.0)
     hs = ref.config.d_model // ref.num_heads
     originals = [block.attn.out_proj.weight.clone() for block in ref.blocks]
+    measured: dict[tuple, torch.Tensor] = {}  # mask's entries -> loss
     losses = {}
     for key, mask in masks.items():
-        for block, w, keep in zip(ref.blocks, originals, mask, strict=True):
-            block.attn.out_proj.weight.copy_(w * keep.to(w.dtype).repeat_interleave(hs))
-        losses[key] = _loss(ref, batch)
+        entries = tuple(mask.flatten().tolist())
+        if entries not in measured:
+            for block, w, keep in zip(ref.blocks, originals, mask, strict=True):
+                block.attn.out_proj.weight.copy_(w * keep.to(w.dtype).repeat_interleave(hs))
+            measured[entries] = _loss(ref, batch)
+        losses[key] = measured[entries]
     return losses
 
 
