@@ -20,17 +20,25 @@ import torch
 
 from ._core import fmt_shape
 
-#: One token at a time, a prompt then single tokens, uneven chunks.
-WAYS = ("single", "prompt", "uneven")
+#: One token at a time, a prompt then two single tokens, uneven chunks.
+WAYS = ("single", "after_prompt", "uneven")
 
 
 def chunkings(S: int, ways: tuple[str, ...] = WAYS, prompt: int = 3) -> list[list[int]]:
     """Ways to cut ``S`` positions into the chunks of successive calls, in the order ``ways``
     names them: ``single`` (``[1] * S``), ``prompt`` (``prompt`` positions, then single ones),
-    ``uneven`` (``[2, 3, S - 5]``, for ``S > 5``)."""
+    ``after_prompt`` (``prompt`` positions, then two single ones), ``uneven`` (``[2, 3, S -
+    5]``, for ``S > 5``).
+
+    ``after_prompt`` stops where ``prompt`` would only repeat ``single``: each later step is a
+    call ``single`` makes too, one new token at the same position after the same cached keys,
+    and every step costs the grader a recorded and recomputed call. A check whose cache changes
+    with the length of the text (a rolling window) needs the whole ``prompt``.
+    """
     made = {
         "single": [1] * S,
         "prompt": [prompt] + [1] * (S - prompt),
+        "after_prompt": [prompt, 1, 1],
         "uneven": [2, 3, S - 5],
     }
     return [made[way] for way in ways]

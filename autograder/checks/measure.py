@@ -37,8 +37,9 @@ Tensors that existed before the call (its inputs, a module's weights) are not co
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -71,16 +72,15 @@ class Measured:
     _ended: list = field(default_factory=list)  # lives whose memory was reused
     _step: int = 0
 
-    def _use(self, t: torch.Tensor) -> None:
-        life = self._lives.get(_where(t))
+    def _use(self, key: tuple) -> None:
+        life = self._lives.get(key)
         if life is not None:
             life[1] = self._step
 
-    def _create(self, t: torch.Tensor, op: str) -> None:
+    def _create(self, t: torch.Tensor, key: tuple, op: str) -> None:
         numel = t.untyped_storage().nbytes() // t.element_size()
         if not numel:
             return
-        key = _where(t)
         if key in self._lives:  # freed and reused: the old tensor's life is over
             self._ended.append(self._lives.pop(key))
         self._lives[key] = [self._step, self._step, numel]
@@ -121,6 +121,35 @@ def engine_replayed(marked: bool) -> Iterator[None]:
         _REPLAYED.marked = before
 
 
+@dataclass(frozen=True)
+class _Operator:
+    """What the measure needs to know of an operator, read from its schema once."""
+
+    name: str
+    sdpa: bool
+    aliased: bool  # it returns a view or its input: it creates nothing
+    pointwise: bool
+    mutable: bool
+    formula: Callable | None  # PyTorch's FLOP formula, if it has one
+
+
+@functools.cache
+def _operator(func) -> _Operator:
+    # imported here: flop_counter imports Triton, which must come after triton_support has set
+    # up the interpreter (a notebook's set-up imports the checks before it imports Triton)
+    from torch.utils.flop_counter import flop_registry
+
+    schema = func._schema
+    return _Operator(
+        name=schema.name,
+        sdpa=schema.name in operators.SDPA,
+        aliased=any(r.alias_info is not None for r in schema.returns),
+        pointwise=torch.Tag.pointwise in func.tags,
+        mutable=schema.is_mutable,
+        formula=flop_registry.get(func.overloadpacket),
+    )
+
+
 class _Measure(TorchDispatchMode):
     def __init__(self, measured: Measured):
         super().__init__()
@@ -132,46 +161,40 @@ class _Measure(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        m, name = self.measured, func._schema.name
-        if m.sdpa is None and name in operators.SDPA:
-            m.sdpa = name.removeprefix("aten::")
+        m, op = self.measured, _operator(func)
+        if m.sdpa is None and op.sdpa:
+            m.sdpa = op.name.removeprefix("aten::")
         if m.engine is None and (
             getattr(_REPLAYED, "marked", False) or torch._C._current_autograd_node() is not None
         ):
-            m.engine = name.removeprefix("aten::")
+            m.engine = op.name.removeprefix("aten::")
         m._step += 1
-        for t in _tensors([args, kwargs]):
-            m._use(t)
-        given = _tensors([args, kwargs])
+        given = _tensors((args, kwargs))
+        read = [_where(t) for t in given]
+        for key in read:
+            m._use(key)
         out = func(*args, **kwargs)
-        aliased = any(r.alias_info is not None for r in func._schema.returns)
         made = _tensors(out)
-        for t in made:
-            m._use(t) if aliased else m._create(t, name)
-        m.flops += _flops(func, args, kwargs, out, given, made)
+        wrote = [_where(t) for t in made]
+        for t, key in zip(made, wrote, strict=True):
+            m._use(key) if op.aliased else m._create(t, key, op.name)
+        m.flops += _flops(op, args, kwargs, out, given, made, set(read), wrote)
         return out
 
 
-def _flops(func, args, kwargs, out, given: list, made: list) -> float:
+def _flops(op: _Operator, args, kwargs, out, given: list, made: list, read: set, wrote) -> float:
     """The arithmetic of one operator (see the module docstring)."""
-    # imported here: flop_counter imports Triton, which must come after triton_support has set
-    # up the interpreter (a notebook's set-up imports the checks before it imports Triton)
-    from torch.utils.flop_counter import flop_registry
-
-    pointwise = torch.Tag.pointwise in func.tags
-    inputs = {_where(t) for t in given}
-    if not (pointwise or func._schema.is_mutable) and all(_where(t) in inputs for t in made):
+    if not (op.pointwise or op.mutable) and all(key in read for key in wrote):
         return 0.0  # a view, however it is spelled (``_unsafe_view``): nothing computed
-    packet = func.overloadpacket
-    if packet in flop_registry:
+    if op.formula is not None:
         try:
-            return float(flop_registry[packet](*args, **kwargs, out_val=out))
+            return float(op.formula(*args, **kwargs, out_val=out))
         except Exception:  # an argument the formula does not take: count what it reads
             pass
-    if pointwise:
+    if op.pointwise:
         return float(max(1, len(given) - 1) * sum(t.numel() for t in made))
     reads = sum(t.numel() for t in given)
-    return 2.0 * reads if func._schema.name in _VECTOR_PRODUCTS else float(reads)
+    return 2.0 * reads if op.name in _VECTOR_PRODUCTS else float(reads)
 
 
 # Products PyTorch has no FLOP formula for: a multiply and an add per number read.
@@ -179,13 +202,21 @@ _VECTOR_PRODUCTS = frozenset(f"aten::{n}" for n in "mv addmv dot vdot inner oute
 
 
 def _tensors(tree) -> list[torch.Tensor]:
+    """The tensors of a tree of lists, tuples and dicts (an operator's arguments or results)."""
     if isinstance(tree, torch.Tensor):
         return [tree]
-    if isinstance(tree, list | tuple):
-        return [t for v in tree for t in _tensors(v)]
-    if isinstance(tree, dict):
-        return [t for v in tree.values() for t in _tensors(v)]
-    return []
+    found: list[torch.Tensor] = []
+    if isinstance(tree, list | tuple | dict):
+        _collect(tree, found)
+    return found
+
+
+def _collect(tree, found: list) -> None:
+    for v in tree.values() if isinstance(tree, dict) else tree:
+        if isinstance(v, torch.Tensor):
+            found.append(v)
+        elif isinstance(v, list | tuple | dict):
+            _collect(v, found)
 
 
 @contextlib.contextmanager

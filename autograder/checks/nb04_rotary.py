@@ -247,7 +247,7 @@ def check_rotary_gqa_decoding(cls: Callable, *, seed: int = 0, thorough: bool = 
         S = 7 + (randint(gen, 0, 4) if thorough else 0)
         x = randn(gen, 2, S, C, dtype=torch.float32)  # (B, S, C)
         forward = functools.partial(_gqa.forward, module, name=FORWARD)
-        for chunks in chunkings(S, ("prompt", "single", "uneven")):
+        for chunks in chunkings(S, ("after_prompt", "single", "uneven")):
             for piece, out, (k, v) in decode(x, chunks, forward):
                 seen = x[:, : piece.stop]  # (B, S so far, C)
                 if not close(out, _rope_oracle(module, seen, piece.start)):

@@ -60,21 +60,30 @@ def _loss(model: TinyTransformer, batch: toy_data.Batch) -> torch.Tensor:
 
 
 @torch.no_grad()
-def _masked_losses(model: TinyTransformer, batch, masks: dict) -> dict:
+def _masked_losses(
+    model: TinyTransformer, batch, masks: dict, measured: dict | None = None
+) -> dict:
     """Loss of an eval-mode copy of ``model`` for each ``(n_layers, nh)`` 0/1 mask in ``masks``.
 
     Heads are removed by zeroing their columns of ``out_proj.weight`` in the copy: a different
-    route from the model's own ``head_mask`` argument.
+    route from the model's own ``head_mask`` argument. Equal masks share one forward pass (the
+    diagnosis names many masks twice: a whole layer off once per head of it), and so do the
+    calls given one ``measured`` (mask entries -> loss, filled in) for one model and batch: the
+    diagnosis reuses the oracle's losses.
     """
     ref = copy.deepcopy(model).eval()
     ref.head_mask.fill_(1.0)
     hs = ref.config.d_model // ref.num_heads
     originals = [block.attn.out_proj.weight.clone() for block in ref.blocks]
+    measured = {} if measured is None else measured
     losses = {}
     for key, mask in masks.items():
-        for block, w, keep in zip(ref.blocks, originals, mask, strict=True):
-            block.attn.out_proj.weight.copy_(w * keep.to(w.dtype).repeat_interleave(hs))
-        losses[key] = _loss(ref, batch)
+        entries = tuple(mask.flatten().tolist())
+        if entries not in measured:
+            for block, w, keep in zip(ref.blocks, originals, mask, strict=True):
+                block.attn.out_proj.weight.copy_(w * keep.to(w.dtype).repeat_interleave(hs))
+            measured[entries] = _loss(ref, batch)
+        losses[key] = measured[entries]
     return losses
 
 
@@ -88,15 +97,15 @@ def _one_off_masks(L: int, nh: int) -> dict:
     return masks
 
 
-def _importance(model, batch) -> torch.Tensor:
+def _importance(model, batch, measured: dict | None = None) -> torch.Tensor:
     """The oracle: loss(head removed) − loss(all heads), ``(n_layers, nh)``."""
     L, nh = model.n_layers, model.num_heads
-    losses = _masked_losses(model, batch, _one_off_masks(L, nh))
+    losses = _masked_losses(model, batch, _one_off_masks(L, nh), measured)
     off = torch.stack([losses[("off", la, h)] for la in range(L) for h in range(nh)])
     return off.view(L, nh) - losses["base"]
 
 
-def _importance_variants(model, batch) -> dict[str, torch.Tensor]:
+def _importance_variants(model, batch, measured: dict) -> dict[str, torch.Tensor]:
     """Known-wrong importances, each with its diagnosis."""
     L, nh = model.n_layers, model.num_heads
     ones = torch.ones(L, nh)
@@ -117,7 +126,7 @@ def _importance_variants(model, batch) -> dict[str, torch.Tensor]:
                     ("column", layer, head): column_off,
                 }
             )
-    losses = _masked_losses(model, batch, masks)
+    losses = _masked_losses(model, batch, masks, measured)
     base = losses["base"]
 
     def grid(kind: str) -> torch.Tensor:
@@ -216,7 +225,8 @@ def check_head_importance_values(fn: Callable, *, seed: int = 0, thorough: bool 
         with one_thread():
             out = _call_importance(fn, model, batch)
             expect_unmodified(before, list(model.state_dict().values()), IMPORTANCE)
-            good = _importance(model, batch)  # measured on the model as the check built it
+            measured: dict = {}  # the oracle's losses, reused by the diagnosis
+            good = _importance(model, batch, measured)  # on the model as the check built it
         if has_nan_or_inf(out):
             fail(f"`{IMPORTANCE}` returned NaN or inf: compare two finite losses.")
         if close(out, good, *LOOSE):  # the oracle zeroes out_proj columns: another route
@@ -224,7 +234,7 @@ def check_head_importance_values(fn: Callable, *, seed: int = 0, thorough: bool 
         if model.num_heads == model.n_layers and close(out.T, good, *LOOSE):
             fail(f"`{IMPORTANCE}` is transposed: row = layer, column = head.")
         with one_thread():
-            variants = _importance_variants(model, batch)
+            variants = _importance_variants(model, batch, measured)
         fail(
             first_match(out, variants)
             or f"`{IMPORTANCE}` differs from loss(head removed) − loss(all heads) for a model "
