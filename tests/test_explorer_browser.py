@@ -75,6 +75,16 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
     "--disable-dev-shm-usage",
+    # Less drawing work: no animated scrolling or reduced-motion animations, one raster thread,
+    # no accessibility tree (Playwright reads the DOM), no holding of the first paint.
+    "--disable-smooth-scrolling",
+    "--disable-threaded-animation",
+    "--disable-threaded-scrolling",
+    "--disable-checker-imaging",
+    "--num-raster-threads=1",
+    "--force-prefers-reduced-motion",
+    "--disable-renderer-accessibility",
+    "--disable-features=PaintHolding",
 ]
 SCREENSHOTS = Path(os.environ.get("BROWSER_SCREENSHOTS") or paths.REPO_ROOT / "test-screenshots")
 # Runs the real launcher with work/ somewhere else: the test must not touch the learner's work/.
