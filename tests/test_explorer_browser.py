@@ -75,6 +75,16 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
     "--disable-dev-shm-usage",
+    # Less drawing work: no animated scrolling or reduced-motion animations, one raster thread,
+    # no accessibility tree (Playwright reads the DOM), no holding of the first paint.
+    "--disable-smooth-scrolling",
+    "--disable-threaded-animation",
+    "--disable-threaded-scrolling",
+    "--disable-checker-imaging",
+    "--num-raster-threads=1",
+    "--force-prefers-reduced-motion",
+    "--disable-renderer-accessibility",
+    "--disable-features=PaintHolding",
 ]
 SCREENSHOTS = Path(os.environ.get("BROWSER_SCREENSHOTS") or paths.REPO_ROOT / "test-screenshots")
 # Runs the real launcher with work/ somewhere else: the test must not touch the learner's work/.
@@ -235,11 +245,34 @@ _COUNTS = """(root = 'body') => {
 }"""
 
 
+def _wait_until(page, predicate: str, seen: str, arg=None, timeout_ms: int = 60_000) -> None:
+    """Until the JavaScript function ``predicate`` (of ``arg``) returns true; on a timeout, fails
+    with what the function ``seen`` (of ``arg``) returns, the page as it was then.
+
+    Polled four times a second, by a timer: Playwright's default polls on every animation frame,
+    which keeps the renderer busy for as long as the wait (a notebook's run, Validate's grading),
+    and stops when the page is not in front."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(predicate, arg=arg, timeout=timeout_ms, polling=250)
+    except PlaywrightTimeout:
+        pytest.fail(
+            f"not true after {timeout_ms / 1000:.0f} s: {predicate}\n"
+            f"the page shows: {page.evaluate(seen, arg)!r}"[:3000]
+        )
+
+
+# The status bar: the notebook in front's kernel and its state ("Python 3 (ipykernel) | Idle").
+_STATUS = "() => document.querySelector('#jp-main-statusbar')?.textContent"
+
+
 def _open_notebook(page, panel: str = "") -> None:
     """Until the notebook in front (``panel``: its panel's selector) shows its cells and its
-    kernel is ready."""
+    kernel is ready. The status bar, not the page's text: each poll of a text selector reads
+    every element of the page, the other notebooks' outputs included."""
     page.wait_for_selector(f"{panel} .jp-Notebook .jp-CodeCell".strip())
-    page.wait_for_selector("text=/Python 3 \\(ipykernel\\) \\| Idle/")  # kernel ready
+    _wait_until(page, f"() => /Python 3 \\(ipykernel\\) \\| Idle/.test(({_STATUS})())", _STATUS)
 
 
 def _run_all(page, timeout_ms: int = 120_000) -> None:
@@ -254,18 +287,27 @@ def _start_run_all(page) -> None:
 
 
 def _wait_run_all(page, timeout_ms: int, root: str = "body") -> None:
-    """Until every code cell under ``root`` (one notebook's panel, by default the page) ran."""
+    """Until every code cell under ``root`` (one notebook's panel, by default the page) ran; on a
+    timeout, a screenshot and the prompts."""
+    ran = (
+        f"(root) => {{ const ps = ({_COUNTS})(root); return ps.length > 0 && "
+        "ps.every(t => /\\[\\d+\\]/.test(t)); }"
+    )
+    with _shot_on_failure(page, "run-all-stopped"):
+        _wait_until(page, ran, _COUNTS, root, timeout_ms)
+
+
+@contextlib.contextmanager
+def _shot_on_failure(page, name: str):
+    """A screenshot of ``page`` when the block fails, for a person to look at."""
     try:
-        page.wait_for_function(
-            f"(root) => {{ const ps = ({_COUNTS})(root); return ps.length > 0 && "
-            "ps.every(t => /\\[\\d+\\]/.test(t)); }",
-            arg=root,
-            timeout=timeout_ms,
-            polling=500,  # a timer, not animation frames: a page (or tab) need not be in front
-        )
-    except Exception:
-        _shot(page, "run-all-stopped")
-        pytest.fail(f"Run All did not run every cell: prompts {page.evaluate(_COUNTS, root)}")
+        yield
+    except BaseException:
+        _shot(page, name)
+        raise
+
+
+_TEXT = "el => el.textContent.slice(0, 600)"
 
 
 def _cell(page, code: str):
@@ -290,9 +332,11 @@ def _validate(page, shot: str, log: Path):
         )
     dialog = page.locator(".jp-Dialog-content")
     dialog.wait_for(timeout=180_000)
-    page.wait_for_function(
+    _wait_until(
+        page,
         "() => !/[Vv]alidating/.test(document.querySelector('.jp-Dialog-content').innerText)",
-        timeout=180_000,
+        "() => document.querySelector('.jp-Dialog-content')?.innerText",
+        timeout_ms=180_000,
     )
     _shot(page, shot)
     if page.locator("#validation-message").count() == 0:  # another dialog: say which, and why
@@ -424,11 +468,14 @@ def test_explorer_renders_and_responds(lab):
     assert before
     heads = page.locator(".widget-toggle-buttons").nth(1)
     heads.locator("button", has_text="2").click()
-    page.wait_for_function(
+    _wait_until(  # a new figure: its data URL differs from the old one
+        page,
         "(old) => { const img = document.querySelector('img.widget-image'); "
         "return img && img.src && img.src !== old; }",
-        arg=before,
-        timeout=20_000,
+        "(old) => document.querySelector('img.widget-image')?.src === old ? 'the old figure' : "
+        "'no figure'",
+        before,
+        20_000,
     )
     explorer = page.locator(".widget-vbox:has(img.widget-image)").first
     explorer.scroll_into_view_if_needed()
@@ -576,9 +623,7 @@ def test_save_check_read_loop(lab):
         "def softmax(x, dim=-1):\n    return _total(x) / x.sum(dim=5)\n\n\n"
         "def _total(x):\n    return x.exp()\n",
     )
-    page.wait_for_function(
-        "el => /Traceback/.test(el.textContent)", arg=test.element_handle(), timeout=60_000
-    )
+    _wait_until(page, "el => /Traceback/.test(el.textContent)", _TEXT, test.element_handle())
     _shot(page, "loop-0-crash-diagnosis-first")
     crash = test.text_content()
     assert crash.lstrip().startswith("CheckFailure: `softmax` raised IndexError"), crash[:300]
@@ -586,16 +631,12 @@ def test_save_check_read_loop(lab):
     for internal in ("site-packages", "autograder/", "_call_impl", "skipping hidden"):
         assert internal not in crash, (internal, crash)
     _write_and_test(page, "def softmax(x, dim=-1):\n    return x.exp()  # broken: no division\n")
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    try:  # the new run's message, not the crash's still on screen (which names softmax too)
-        page.wait_for_function(
-            "el => /softmax/.test(el.textContent) && !/✓|Traceback/.test(el.textContent)",
-            arg=test.element_handle(),
-            timeout=60_000,
-        )
-    except PlaywrightTimeout:
-        pytest.fail(f"the broken softmax's test shows, after 60 s: {test.text_content()[:600]}")
+    _wait_until(  # the new run's message, not the crash's still on screen (which names softmax)
+        page,
+        "el => /softmax/.test(el.textContent) && !/✓|Traceback/.test(el.textContent)",
+        _TEXT,
+        test.element_handle(),
+    )
     _shot(page, "loop-1-broken-test")
     broken = test.text_content()
     assert "Traceback" not in broken and "_core.py" not in broken, broken
@@ -722,9 +763,11 @@ def _close_tab(page, panel: str) -> None:
     after that (a widget drawn late, the kernel's shutdown) is discarded if JupyterLab asks."""
     page.click("li.lm-MenuBar-item:has-text('File')")
     page.click(".lm-Menu-itemLabel:text-is('Close Tab')")
-    page.wait_for_function(  # closed, or asking
+    _wait_until(  # closed, or asking
+        page,
         "(panel) => !document.querySelector(panel) || !!document.querySelector('.jp-Dialog')",
-        arg=panel,
+        "() => [...document.querySelectorAll('li.lm-TabBar-tab')].map(t => t.textContent)",
+        panel,
     )
     if page.locator(".jp-Dialog:has-text('Save your work')").count():
         page.click(".jp-Dialog-button:has-text('Discard')")
