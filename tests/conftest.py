@@ -26,10 +26,15 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
 
+NO_IRI_GRAMMAR = Path(__file__).with_name("no_iri_grammar")  # see its module's docstring
+
+
 def _environment() -> dict:
-    """This process's environment with this environment's tools first on PATH."""
+    """This process's environment with this environment's tools first on PATH, and without
+    jsonschema's IRI grammar (:data:`NO_IRI_GRAMMAR`)."""
     env = dict(os.environ)
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(NO_IRI_GRAMMAR), env.get("PYTHONPATH")]))
     return env
 
 

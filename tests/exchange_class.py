@@ -37,6 +37,7 @@ import pytest
 
 from autograder import nbcell, paths
 from autograder.build import instructor_notebook_text
+from conftest import NO_IRI_GRAMMAR
 
 ASSIGNMENT = "05_parallel_vs_sequential"
 KEPT = ("setup", "attention_flops", "test_attention_flops_matches_flop_counter")
@@ -121,8 +122,9 @@ class User:
 
     def run(self, *argv: str, cwd: Path | None = None, check: bool = True):
         """``argv`` as this user, with the course's Python first on PATH and only a user's
-        environment (no root's HOME, no PYTHONPATH)."""
+        environment (no root's HOME; on PYTHONPATH only the suite's :data:`NO_IRI_GRAMMAR`)."""
         env = {
+            "PYTHONPATH": str(NO_IRI_GRAMMAR),
             "HOME": str(self.home),
             "USER": self.name,
             "LOGNAME": self.name,

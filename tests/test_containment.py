@@ -60,11 +60,11 @@ def _start_containment(root: Path) -> background.Job:
     (subs / "bob").symlink_to("alice")
     (subs / "dave" / NB).mkdir(parents=True)
     (subs / "dave" / NB / f"{NB}.ipynb").symlink_to(subs / "alice" / NB / f"{NB}.ipynb")
-    return autograder_job(root, "grade", str(subs), "--out", str(out), "--jobs", "2")
+    return autograder_job(root, "grade", str(subs), "--out", str(out), "--jobs", "1")
 
 
 if NB in paths.notebook_ids():
-    background.job("containment", cores=2, rank=13)(_start_containment)
+    background.job("containment", cores=1, rank=13)(_start_containment)
 
 
 @pytest.fixture(scope="module")
