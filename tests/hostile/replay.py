@@ -9,8 +9,11 @@
 - ``forger``: answers unfinished, the recorder patched to report the results of correct code
   hidden elsewhere, with no operators (its tracer switched off) (d).
 
-The honest submission they are graded beside is :func:`correct`: the instructor's answers in
-the whole release notebook (every demonstration cell kept).
+Each is built from the release trimmed to the cells a learner must keep (set-up, answer and
+test cells: :func:`hostile.minimal`), as the trust attacks are: a demonstration cell judges
+nothing, and running the demonstrations of every notebook four times cost the class run about a
+minute of CPU. The honest submission they are graded beside is :func:`correct`: the
+instructor's answers in the whole release notebook (every demonstration cell kept).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import nbformat
 
 from autograder import nbcell
 
-from . import filled
+from . import filled, minimal
 
 ATTACK_KINDS = ("noop", "junk", "compare", "forger")
 
@@ -75,8 +78,9 @@ def correct(solution, release) -> nbformat.NotebookNode:
 
 
 def submissions(solution, release) -> dict:
-    """Learner id -> the notebook of that attack (:data:`ATTACK_KINDS`)."""
+    """Learner id -> the notebook of that attack (:data:`ATTACK_KINDS`), demonstrations left out."""
     setup = next(c.source for c in solution.cells if nbcell.grade_id(c) == "setup")
+    release = minimal(release)
     junk = nbformat.from_dict(json.loads(json.dumps(release)))
     for cell in junk.cells:
         if nbcell.is_answer(cell) and cell.cell_type == "code":
