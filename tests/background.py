@@ -10,7 +10,10 @@ The tests that read a job run last (``conftest._tier``), so by then it has usual
 fixture that needs a job not yet started starts it at once.
 
 A job is registered with :func:`job`: a function that gets an empty folder and returns its
-:class:`Job`, the cores it keeps busy, and its rank (lower starts first). ``grade`` runs may
+:class:`Job`, the cores it keeps busy on average (its CPU-s over its seconds in a fresh-clone
+run's timeline: most jobs wait on kernels, servers and their own limits half the time, and
+counting each as a whole core left the machine 15% idle while they ran), and its rank (lower
+starts first). ``grade`` runs may
 overlap: each claims kernel uids of its own (``isolation.claim_uids``).
 """
 
@@ -41,7 +44,7 @@ NICE = 5
 @dataclass(frozen=True)
 class Starter:
     start: Callable[[Path], Job]
-    cores: int  # how many cores it keeps busy (0: it mostly waits)
+    cores: float  # how many cores it keeps busy on average (0: it mostly waits)
     rank: int  # lower starts first: the longest jobs
 
 
@@ -52,7 +55,7 @@ _queue: list[str] = []
 _lock = threading.RLock()
 
 
-def job(name: str, cores: int = 1, rank: int = 50):
+def job(name: str, cores: float = 1, rank: int = 50):
     """Register ``starter(folder) -> Job`` as the background job of fixture ``name`` (the job is
     queued, and its readers ordered, by that fixture's name: the two must be the same)."""
 

@@ -154,7 +154,7 @@ def _exchange_term(stack):
     return exchange_class.run_term(stack.enter_context(exchange_class.exchange_class()))
 
 
-@background.job("exchange_term", cores=1, rank=12)
+@background.job("exchange_term", cores=0.5, rank=12)
 def _start_exchange_term(folder: Path) -> background.ThreadJob:
     return background.ThreadJob(_exchange_term, folder)
 

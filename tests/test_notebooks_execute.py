@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 IDS = paths.notebook_ids()
 
 
-@background.job("notebook_runs", cores=2, rank=5)
+@background.job("notebook_runs", cores=1.5, rank=5)
 def _start_notebook_runs(folder: Path) -> background.Job:
     runner = str(Path(__file__).with_name("notebook_runs.py"))
     argv = [sys.executable, runner, str(folder / "outcomes.json")]
