@@ -267,20 +267,21 @@ class Rerun:
                 raise CannotReplay(f"{what} gave a different shape or Python value on other inputs")
         self.trace.append(seen)
 
-    def decode(self, obj: Any, used: list | None = None) -> Any:
+    def decode(self, obj: Any, used: list) -> Any:
+        """A recorded argument tree, its tensors by ref (each ref appended to ``used``)."""
         if not isinstance(obj, dict) or len(obj) != 1:
             raise ReplayError("the kernel's operator log is malformed")
-        if "seq" in obj and isinstance(obj["seq"], list):
-            return [self.decode(v, used) for v in obj["seq"]]
-        if "map" in obj and isinstance(obj["map"], dict):
-            return {k: self.decode(v, used) for k, v in obj["map"].items()}
-        if "ref" in obj:
-            ref = ref_number(obj["ref"])
+        ((key, value),) = obj.items()
+        if key == "ref":
+            ref = ref_number(value)
             if ref not in self.tensors:
                 raise ReplayError("the kernel's record uses a tensor before it exists")
-            if used is not None:
-                used.append(ref)
+            used.append(ref)
             return self.tensors[ref]
+        if key == "seq" and isinstance(value, list):
+            return [self.decode(v, used) for v in value]
+        if key == "map" and isinstance(value, dict):
+            return {k: self.decode(v, used) for k, v in value.items()}
         value = decode_value(obj)
         if isinstance(value, Opaque):
             raise ReplayError("the kernel's operator log holds a value it cannot carry")
@@ -408,7 +409,8 @@ def _count_literals(op, name: str, args: list, kwargs: dict, literals: set) -> N
     """Refuse literal numbers that could spell out an answer (see the module docstring)."""
     schema = _arguments(op)
     values = list(zip(schema, args, strict=False))
-    values += [(a, kwargs[a[0]]) for a in schema if a[0] in kwargs]
+    if kwargs:
+        values += [(a, kwargs[a[0]]) for a in schema if a[0] in kwargs]
     for (_, holds_values), value in values:
         if isinstance(value, list | tuple):
             numbers = [v for v in value if isinstance(v, int | float) and not isinstance(v, bool)]
