@@ -34,11 +34,11 @@ class Budget:
     flops: float = 0.0
     bytes: int = 0
 
-    def charge(self, op, args: list, kwargs: dict) -> None:
+    def charge(self, op, args: list, kwargs: dict, given: list[torch.Tensor]) -> None:
+        """``given``: the tensors in ``args`` and ``kwargs``."""
         self.ops += 1
         if self.ops > MAX_OPS:
             raise ReplayError("your code ran more operators than any check needs")
-        given = _tensors([args, kwargs])
         on_meta = all(t.is_meta for t in given) if given else (str(kwargs.get("device")) == "meta")
         if on_meta:  # shapes only: no memory, no work
             return

@@ -87,6 +87,7 @@ MAX_SHAPE_LISTS = 4
 # 609 (a tiled loop's per-tile scalars); an answer spelled one element at a time makes one or more
 # per element, and refusing it before decoding them keeps its grading from costing minutes.
 MAX_CONSTANTS = 4096
+_NOTHING = contextlib.nullcontext()
 
 
 class CannotReplay(ReplayError):
@@ -206,31 +207,39 @@ class Rerun:
         return True
 
     def _one(self, entry: dict, literals: set) -> None:
-        op = aten_op(entry.get("op"), entry.get("overload"))
-        name = op._schema.name
+        op, name, mutable = _operator(entry.get("op"), entry.get("overload"))
         operators.refuse_unless_allowed(self.allowed, name)
         used: list = []
-        args = self.decode(entry.get("args"), used)
-        kwargs = self.decode(entry.get("kwargs"), used)
-        if not isinstance(args, list) or not isinstance(kwargs, dict):
-            raise ReplayError("the kernel's operator log is malformed")
-        refuse_writes(op, args, kwargs, self.protected)
-        _count_literals(op, args, kwargs, literals)
-        self.budget.charge(op, args, kwargs)
-        engine = engine_replayed(True) if entry.get("engine") is True else contextlib.nullcontext()
+        # the grader's bookkeeping reads tensors' shapes: no torch-function mode (the checks'
+        # rules, the fresh run's redraws) is meant to see it, and each would cost a Python call
+        with torch._C.DisableTorchFunction():
+            args = self.decode(entry.get("args"), used)
+            kwargs = self.decode(entry.get("kwargs"), used)
+            if not isinstance(args, list) or not isinstance(kwargs, dict):
+                raise ReplayError("the kernel's operator log is malformed")
+            if mutable:
+                refuse_writes(op, args, kwargs, self.protected)
+            _count_literals(op, name, args, kwargs, literals)
+            # decoded values hold no tensor but by ref: the tensors the operator is given
+            self.budget.charge(op, args, kwargs, [self.tensors[r] for r in used])
+        grad = entry.get("grad") is True
+        # entered only where it changes the mode: it reaches every torch-function mode twice
+        mode = torch.set_grad_enabled(grad) if grad != torch.is_grad_enabled() else _NOTHING
+        engine = engine_replayed(True) if entry.get("engine") is True else _NOTHING
         try:
-            with torch.set_grad_enabled(entry.get("grad") is True), engine:
+            with mode, engine:
                 out = op(*args, **kwargs)
         except Exception as err:
             if self.expected is not None:
                 raise CannotReplay(f"{name} fails on other inputs") from err
             raise ReplayError(f"a recorded operator ({name}) could not be rerun") from err
-        self._follow(name, _observed(out))
-        derived = any(r in self.derived for r in used)
-        self.bind(entry.get("out"), out, derived)
+        with torch._C.DisableTorchFunction():
+            self._follow(name, _observed(out))
+            derived = any(r in self.derived for r in used)
+            self.bind(entry.get("out"), out, derived)
         if derived and name in ("aten::_local_scalar_dense", "aten::item"):
             self.read_inputs = True
-        if op._schema.is_mutable:  # an in-place operator: its first argument now depends too
+        if mutable:  # an in-place operator: its first argument now depends too
             for ref in used[:1]:
                 if any(r in self.derived for r in used):
                     self.derived.add(ref)
@@ -258,20 +267,21 @@ class Rerun:
                 raise CannotReplay(f"{what} gave a different shape or Python value on other inputs")
         self.trace.append(seen)
 
-    def decode(self, obj: Any, used: list | None = None) -> Any:
+    def decode(self, obj: Any, used: list) -> Any:
+        """A recorded argument tree, its tensors by ref (each ref appended to ``used``)."""
         if not isinstance(obj, dict) or len(obj) != 1:
             raise ReplayError("the kernel's operator log is malformed")
-        if "seq" in obj and isinstance(obj["seq"], list):
-            return [self.decode(v, used) for v in obj["seq"]]
-        if "map" in obj and isinstance(obj["map"], dict):
-            return {k: self.decode(v, used) for k, v in obj["map"].items()}
-        if "ref" in obj:
-            ref = ref_number(obj["ref"])
+        ((key, value),) = obj.items()
+        if key == "ref":
+            ref = ref_number(value)
             if ref not in self.tensors:
                 raise ReplayError("the kernel's record uses a tensor before it exists")
-            if used is not None:
-                used.append(ref)
+            used.append(ref)
             return self.tensors[ref]
+        if key == "seq" and isinstance(value, list):
+            return [self.decode(v, used) for v in value]
+        if key == "map" and isinstance(value, dict):
+            return {k: self.decode(v, used) for k, v in value.items()}
         value = decode_value(obj)
         if isinstance(value, Opaque):
             raise ReplayError("the kernel's operator log holds a value it cannot carry")
@@ -357,14 +367,22 @@ def ref_number(value: Any) -> int:
     return value
 
 
-def aten_op(name: Any, overload: Any) -> torch._ops.OpOverload:
+_OPERATORS: dict[tuple[str, str], tuple] = {}  # (name, overload) -> (op, its name, mutable)
+
+
+def _operator(name: Any, overload: Any) -> tuple[torch._ops.OpOverload, str, bool]:
+    """The operator a record names, its schema's name and whether it is mutable; looked up
+    once per operator (schema properties are slow)."""
     if not isinstance(name, str) or not name.startswith("aten::") or not isinstance(overload, str):
         raise ReplayError("the kernel's record names an operator outside ATen")
-    packet = getattr(torch.ops.aten, name.removeprefix("aten::"), None)
-    op = getattr(packet, overload or "default", None) if packet is not None else None
-    if not isinstance(op, torch._ops.OpOverload):
-        raise ReplayError(f"the kernel's record names an unknown operator ({name[:60]})")
-    return op
+    found = _OPERATORS.get((name, overload))
+    if found is None:
+        packet = getattr(torch.ops.aten, name.removeprefix("aten::"), None)
+        op = getattr(packet, overload or "default", None) if packet is not None else None
+        if not isinstance(op, torch._ops.OpOverload):
+            raise ReplayError(f"the kernel's record names an unknown operator ({name[:60]})")
+        found = _OPERATORS[(name, overload)] = (op, op._schema.name, op._schema.is_mutable)
+    return found
 
 
 _VALUE_TYPES = ("Scalar", "float", "complex", "number")
@@ -387,11 +405,12 @@ def _arguments(op) -> tuple:
     return found
 
 
-def _count_literals(op, args: list, kwargs: dict, literals: set) -> None:
+def _count_literals(op, name: str, args: list, kwargs: dict, literals: set) -> None:
     """Refuse literal numbers that could spell out an answer (see the module docstring)."""
     schema = _arguments(op)
     values = list(zip(schema, args, strict=False))
-    values += [(a, kwargs[a[0]]) for a in schema if a[0] in kwargs]
+    if kwargs:
+        values += [(a, kwargs[a[0]]) for a in schema if a[0] in kwargs]
     for (_, holds_values), value in values:
         if isinstance(value, list | tuple):
             numbers = [v for v in value if isinstance(v, int | float) and not isinstance(v, bool)]
@@ -400,7 +419,7 @@ def _count_literals(op, args: list, kwargs: dict, literals: set) -> None:
             if holds_values:
                 literals.update(float(v) for v in numbers)
         elif isinstance(value, int | float) and not isinstance(value, bool):
-            if isinstance(value, int) and op._schema.name in _POSITIONS:
+            if isinstance(value, int) and name in _POSITIONS:
                 continue  # a block's positions (arange(q0, q0 + b)), judged on new inputs
             if holds_values:
                 literals.add(float(value) if math.isfinite(value) else repr(value))
