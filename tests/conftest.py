@@ -168,6 +168,7 @@ def exchange_term():
 
 
 _cpu: dict[str, float] = {}  # test id -> its CPU seconds (:mod:`cpu_account`)
+_spans: dict[str, tuple] = {}  # test id -> (start, end), seconds into the session
 
 _tiers: dict[tuple, list[float]] = {}  # tier -> [first start, last end], seconds into the session
 _began = time.monotonic()
@@ -183,8 +184,9 @@ def pytest_runtest_protocol(item, nextitem):
         background.tests_wait()
     yield
     _cpu[item.nodeid] = cpu_account.seconds() - began
-    span = _tiers.setdefault(_tier(item)[:1], [started, started])
-    span[1] = time.monotonic() - _began
+    ended = time.monotonic() - _began
+    _spans[item.nodeid] = (round(started, 1), round(ended, 1))
+    _tiers.setdefault(_tier(item)[:1], [started, started])[1] = ended
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -215,5 +217,5 @@ def pytest_terminal_summary(terminalreporter):
     wall = time.monotonic() - _began
     terminalreporter.write_sep("=", f"suite: {total:.0f} CPU-s, {wall:.0f} s wall-clock")
     if os.environ.get("MHA_CPU_TABLE"):  # every test's and job's CPU-s, for a closer look
-        table = {"tests": _cpu, "jobs": job_cpu, "wall": wall}
+        table = {"tests": _cpu, "spans": _spans, "jobs": job_cpu, "wall": wall}
         Path(os.environ["MHA_CPU_TABLE"]).write_text(json.dumps(table, indent=1))
