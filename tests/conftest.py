@@ -110,7 +110,20 @@ def _tier(item) -> tuple:
     return (1, 0) if item.get_closest_marker("slow") else (0, 0)
 
 
+# Test modules that run in a pytest process of their own, as a background job, when a session
+# also collects the test that reads that job (fixture name -> module): their tests are deselected
+# here. The browser module is one long chain of waits on one Chromium, JupyterLab and its kernels
+# (about 210 s, under a core busy): in this process it was the slow tier's critical path, and the
+# other jobs had ended 60 s before it did.
+MODULE_JOBS = {"explorer_browser": "test_explorer_browser.py"}
+
+
 def pytest_collection_modifyitems(config, items):
+    used = {n for item in items for n in getattr(item, "fixturenames", ())}
+    moved = {MODULE_JOBS[n] for n in used & MODULE_JOBS.keys()}
+    if moved:
+        config.hook.pytest_deselected(items=[i for i in items if i.path.name in moved])
+        items[:] = [i for i in items if i.path.name not in moved]
     items.sort(key=_tier)  # stable: each tier keeps the files' order
 
 
@@ -165,6 +178,23 @@ def exchange_term():
     shared by the exchange test and the formgrader's browser test: a background job (a thread),
     whose accounts are removed when the session ends."""
     return background.start("exchange_term").wait()
+
+
+@background.job("explorer_browser", cores=0.9, rank=1)
+def _start_explorer_browser(folder: Path) -> background.Job:
+    """``pytest tests/test_explorer_browser.py``, at nice 0: its waits on the page have time
+    limits. Without ``MHA_CPU_TABLE``: that file is this session's."""
+    env = _environment()
+    env.pop("MHA_CPU_TABLE", None)
+    module = str(REPO / "tests" / MODULE_JOBS["explorer_browser"])
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", module]
+    return background.Job(argv, folder, REPO, env, nice=0)
+
+
+@pytest.fixture(scope="session")
+def explorer_browser() -> subprocess.CompletedProcess:
+    """The browser module's own pytest run (:data:`MODULE_JOBS`)."""
+    return background.start("explorer_browser").wait()
 
 
 _cpu: dict[str, float] = {}  # test id -> its CPU seconds (:mod:`cpu_account`)

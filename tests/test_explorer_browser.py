@@ -32,7 +32,8 @@ a temporary folder. Then, as a learner would:
   which case, a hint, a pass and its debrief, a follow-up in words with its rubric, an
   estimate, the scorecard.
 
-Screenshots of each step are written to ``test-screenshots/`` at the repository root (or to
+When the whole suite runs, this module runs in a pytest process of its own, beside the rest
+(``test_explorer_browser_job.py``). Screenshots of each step are written to ``test-screenshots/`` at the repository root (or to
 ``$BROWSER_SCREENSHOTS``) for a person to look at. Uses the system's Chromium (never
 ``playwright install``); a missing browser fails the test when ``CI`` is set, and skips it
 otherwise.
