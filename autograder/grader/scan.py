@@ -13,6 +13,7 @@ own answers stay inside it.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -114,11 +115,19 @@ def _timed(node: ast.stmt) -> list[ast.stmt] | None:
         return None
 
 
+@functools.lru_cache(maxsize=4096)
+def ipython_source(source: str) -> str:
+    """A cell's source as IPython runs it (magics and ``!`` lines as Python). Cached: a grade run
+    reads the same release cells for every submission, and IPython's transform is most of the
+    cost of parsing a cell."""
+    return TransformerManager().transform_cell(source)
+
+
 def parse(source: str) -> ast.Module | None:
     """The cell's syntax tree, magics and ``!`` lines as IPython runs them, and the Python of
     the timing magics (:data:`TIMING`) as the statements they time; None if invalid."""
     try:
-        tree = ast.parse(TransformerManager().transform_cell(source))
+        tree = ast.parse(ipython_source(source))
     except (SyntaxError, ValueError):
         return None
     body = []
@@ -191,7 +200,7 @@ def names_tests_call(test_sources: list[str]) -> set[str]:
     names = set()
     for source in test_sources:
         try:
-            tree = ast.parse(TransformerManager().transform_cell(source))
+            tree = ast.parse(ipython_source(source))
         except SyntaxError:
             continue
         for node in ast.walk(tree):
