@@ -33,10 +33,10 @@ a temporary folder. Then, as a learner would:
   estimate, the scorecard.
 
 When the whole suite runs, this module runs in a pytest process of its own, beside the rest
-(``test_explorer_browser_job.py``). Screenshots of each step are written to ``test-screenshots/`` at the repository root (or to
-``$BROWSER_SCREENSHOTS``) for a person to look at. Uses the system's Chromium (never
-``playwright install``); a missing browser fails the test when ``CI`` is set, and skips it
-otherwise.
+(``test_explorer_browser_job.py``). Screenshots of each step are written to
+``test-screenshots/`` at the repository root (or to ``$BROWSER_SCREENSHOTS``) for a person to
+look at. Uses the system's Chromium (never ``playwright install``); a missing browser fails the
+test when ``CI`` is set, and skips it otherwise.
 """
 
 from __future__ import annotations
