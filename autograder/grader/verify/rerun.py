@@ -154,25 +154,29 @@ class Rerun:
             if "subclass" in entry:
                 raise ReplayError(_subclass_refused(entry))
             if "const" in entry:
-                with quiet():
-                    value = decode_tensor(entry.get("value"))
-                if self._of_shapes(value, shape_lists):
-                    self.tensors[ref_number(entry["const"])] = value
-                    continue
-                if value.numel() > MAX_CONSTANT_ELEMENTS and has_inputs:
-                    if self.read_inputs:  # honest code builds cu_seqlens from lengths it read
-                        raise CannotReplay(
-                            "your code made a tensor from values it read into Python (`.tolist()`"
-                            ", `.item()`), which the grader cannot tell from a table of answers"
-                        )
-                    raise ReplayError(
-                        "your code used a tensor that is neither an input nor computed from one"
-                    )
-                if sees_tensors:  # else every value comes from the call's Python arguments
-                    _count_constant(value, literals)
-                self.tensors[ref_number(entry["const"])] = value
+                with quiet():  # once per constant: entering it is most of a small one's cost
+                    self._constant(entry, literals, shape_lists, has_inputs, sees_tensors)
                 continue
             self._one(entry, literals)
+
+    def _constant(
+        self, entry: dict, literals: set, shape_lists: set, has_inputs: bool, sees_tensors: bool
+    ) -> None:
+        """Bind a recorded constant, or refuse it (see the module docstring); run in quiet()."""
+        value = decode_tensor(entry.get("value"))
+        if not self._of_shapes(value, shape_lists):
+            if value.numel() > MAX_CONSTANT_ELEMENTS and has_inputs:
+                if self.read_inputs:  # honest code builds cu_seqlens from lengths it read
+                    raise CannotReplay(
+                        "your code made a tensor from values it read into Python (`.tolist()`"
+                        ", `.item()`), which the grader cannot tell from a table of answers"
+                    )
+                raise ReplayError(
+                    "your code used a tensor that is neither an input nor computed from one"
+                )
+            if sees_tensors:  # else every value comes from the call's Python arguments
+                _count_constant(value, literals)
+        self.tensors[ref_number(entry["const"])] = value
 
     def _of_shapes(self, value: torch.Tensor, lists: set) -> bool:
         """Whether a constant is a function of the shapes, not values (see the module
@@ -180,7 +184,7 @@ class Rerun:
         integer tensor (which new inputs keep as it was), 1-D such lists no longer than those
         sizes; 1-D float lists where it sees a floating-point tensor, together no longer than
         the largest size. At most :data:`MAX_SHAPE_LISTS` different lists per call (added to
-        ``lists``)."""
+        ``lists``). Run in quiet()."""
         if value.dtype in (torch.bool, torch.uint8) or value.is_complex():
             return False
         if value.device.type == "meta" or not value.numel():
@@ -189,14 +193,12 @@ class Rerun:
             if not self.redrawn or value.dim() != 1 or value.numel() > self.sizes:
                 return False
         else:
-            with quiet():
-                within = int(value.abs().max()) <= self.sizes
+            within = int(value.abs().max()) <= self.sizes
             if self.exact or not within:
                 return within
             if value.dim() != 1 or value.numel() > self.sizes:
                 return False
-        with quiet():
-            key = (value.is_floating_point(), tuple(value.tolist()))
+        key = (value.is_floating_point(), tuple(value.tolist()))
         if key in lists:
             return True
         if len(lists) >= MAX_SHAPE_LISTS:
@@ -347,15 +349,16 @@ def _digest(t: torch.Tensor) -> tuple:
 
 
 def _count_constant(value: torch.Tensor, literals: set) -> None:
-    """A constant's distinct values join the call's literal numbers (see the module docstring)."""
+    """A constant's distinct values join the call's literal numbers (see the module docstring);
+    run in quiet(). A one-element constant (the most common) is its own distinct value."""
     if value.device.type == "meta":  # shapes only: no values to carry
         return
-    with quiet():
-        distinct = value.detach().reshape(-1).unique()
-    if distinct.numel() <= MAX_LITERALS:
-        for v in distinct.tolist():
+    flat = value.detach().reshape(-1)
+    distinct = flat.tolist() if flat.numel() == 1 else flat.unique().tolist()
+    if len(distinct) <= MAX_LITERALS:
+        for v in distinct:
             literals.add(float(v) if isinstance(v, int | float) and math.isfinite(v) else repr(v))
-    if distinct.numel() > MAX_LITERALS or len(literals) > MAX_LITERALS:
+    if len(distinct) > MAX_LITERALS or len(literals) > MAX_LITERALS:
         raise ReplayError(
             "your code wrote more literal numbers into its operators than a computation needs"
         )
