@@ -22,7 +22,10 @@ from conftest import autograder, autograder_job
 
 pytestmark = pytest.mark.slow
 NB = "01_attention_from_scratch"
-SETTINGS = ["--jobs", "2", "--cell-timeout", "5", "--budget", "15"]
+# The budget is wall-clock from the kernel's start: at 15 s, beside two CPU hogs, pytest's fast
+# tier and the browser job (fresh31), ignores_interrupt's earlier cells used it up before its loop
+# reached the 5-s cell limit and the grace after the interrupt ("time budget", not "did not stop").
+SETTINGS = ["--jobs", "2", "--cell-timeout", "5", "--budget", "20"]
 
 
 def _digest(folder: Path) -> str:
