@@ -9,6 +9,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from notebook_cells import NB, graded_cell, withholding_case
 
 from autograder import nbcell, paths
+from autograder.grader import scan
 from autograder.grader.scan import (
     outside_the_list,
     scan_notebook,
@@ -211,3 +212,12 @@ def test_a_learner_who_rebinds_a_given_tool_a_test_passes_is_withheld(rebinding)
     assert "test_f" not in withheld_tests(submitted, release, release)
     submitted.cells.insert(2, new_code_cell(rebinding))
     assert "test_f" in withheld_tests(submitted, release, release)
+
+
+def test_a_long_cell_is_not_kept_between_submissions():
+    """A worker caches IPython's transform of short cells only: a submission's huge cells cannot
+    fill the memory of the worker that grades the next ones."""
+    huge = "x = 1\n" * (scan.CACHED_CELL_CHARS // 6 + 1)
+    before = scan._cached_ipython_source.cache_info().currsize
+    assert scan.parse(huge) is not None
+    assert scan._cached_ipython_source.cache_info().currsize == before

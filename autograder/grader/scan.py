@@ -115,11 +115,22 @@ def _timed(node: ast.stmt) -> list[ast.stmt] | None:
         return None
 
 
-@functools.lru_cache(maxsize=4096)
+# Cells up to this long are cached (the releases' longest is about 4,000 characters): a worker
+# keeps at most 1,024 of them, about 32 MB, however large the cells a hostile submission sends.
+CACHED_CELL_CHARS = 16_384
+
+
 def ipython_source(source: str) -> str:
-    """A cell's source as IPython runs it (magics and ``!`` lines as Python). Cached: a grade run
-    reads the same release cells for every submission, and IPython's transform is most of the
-    cost of parsing a cell."""
+    """A cell's source as IPython runs it (magics and ``!`` lines as Python). Short cells are
+    cached: a grade run reads the same release cells for every submission, and IPython's
+    transform is most of the cost of parsing a cell."""
+    if len(source) <= CACHED_CELL_CHARS:
+        return _cached_ipython_source(source)
+    return TransformerManager().transform_cell(source)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_ipython_source(source: str) -> str:
     return TransformerManager().transform_cell(source)
 
 
