@@ -11,19 +11,27 @@ STAMP := $(VENV)/.installed
 
 env: $(STAMP)
 
-# torch and Triton (a third of the install: unpacking and compiling) install beside the rest, each
-# pip on a core of its own; nothing else depends on them, so the two never install the same
-# package. The last pip resolves the whole (torch's own dependencies) and installs the course.
-BIG := ^(torch|triton)==
+# uv installs the pinned packages in parallel (25 s against pip's 39 s from a fresh clone here,
+# both byte-compiling, which the course needs: PYTHONDONTWRITEBYTECODE machines never write a
+# .pyc, and torch then imports in 6 s instead of 2). uv does not read pip's configuration, so the
+# indexes and wheel folders pip is configured with (this machine's local CPU torch) are handed
+# to it; without uv (no network for it) pip installs the same pins.
+UV := $(VENV)/bin/uv
+UV_VERSION := 0.13.9
+PIP_SOURCES := import shlex, subprocess, sys; \
+  out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout; \
+  flag = {"index-url": "--index-url", "extra-index-url": "--extra-index-url", "find-links": "--find-links"}; \
+  pairs = [(k.split(".", 1)[1], v) for k, _, v in (line.partition("=") for line in out.splitlines()) if "." in k]; \
+  args = dict.fromkeys((flag[k], url) for k, v in pairs if k in flag for url in shlex.split(v)[0].split()); \
+  print(" ".join(f"{f} {shlex.quote(u)}" for f, u in args))
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	grep -E '$(BIG)' requirements.txt > $(VENV)/big.txt
-	grep -vE '$(BIG)' requirements.txt > $(VENV)/rest.txt
-	$(PY) -m pip install --quiet --no-deps -r $(VENV)/big.txt & big=$$!; \
-	  $(PY) -m pip install --quiet -r $(VENV)/rest.txt; rest=$$?; \
-	  wait $$big && test $$rest = 0
-	$(PY) -m pip install --quiet -r requirements.txt -e .
+	if $(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION); then \
+	  $(UV) pip install --quiet --python $(PY) --compile-bytecode --index-strategy unsafe-best-match \
+	    $$($(PY) -c '$(PIP_SOURCES)') -r requirements.txt -e .; \
+	else \
+	  $(PY) -m pip install --quiet -r requirements.txt -e .; \
+	fi
 	touch $(STAMP)
 
 lab: $(STAMP)
