@@ -12,9 +12,9 @@ fixture that needs a job not yet started starts it at once.
 A job is registered with :func:`job`: a function that gets an empty folder and returns its
 :class:`Job`, the cores it keeps busy on average (its CPU-s over its seconds in a fresh-clone
 run's timeline: most jobs wait on kernels, servers and their own limits half the time, and
-counting each as a whole core left the machine 15% idle while they ran; each figure is fresh34's,
-rounded to 0.05, the browser's 0.78 to 0.75), and its rank (lower starts first). ``grade`` runs
-may overlap: each claims kernel uids of its own (``isolation.claim_uids``).
+counting each as a whole core left the machine 15% idle while they ran), and its rank (lower
+starts first). ``grade`` runs may
+overlap: each claims kernel uids of its own (``isolation.claim_uids``).
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ def _schedule() -> None:
             if not _queue and not running:
                 return
             busy = sum(j.cores for j in running)
-            fits = [n for n in _queue if busy == 0 or busy + STARTERS[n].cores <= _capacity + 1e-9]
+            fits = [n for n in _queue if busy == 0 or busy + STARTERS[n].cores <= _capacity]
             if fits:  # the first in rank order that fits: a 1-core job beside another
                 start(fits[0])
                 continue

@@ -167,11 +167,7 @@ def _exchange_term(stack):
     return exchange_class.run_term(stack.enter_context(exchange_class.exchange_class()))
 
 
-# Second in line: the term (112 s at 0.36 of a core in fresh34) and then the formgrader's browser
-# test that reads it were the suite's last chain when the term started at 466 s (rank 12); its
-# 0.35, the browser's 0.75 and notebook_runs' 0.9 fill the two cores together once the class run
-# ends.
-@background.job("exchange_term", cores=0.35, rank=2)
+@background.job("exchange_term", cores=0.5, rank=12)
 def _start_exchange_term(folder: Path) -> background.ThreadJob:
     return background.ThreadJob(_exchange_term, folder)
 
@@ -184,7 +180,7 @@ def exchange_term():
     return background.start("exchange_term").wait()
 
 
-@background.job("explorer_browser", cores=0.75, rank=1)
+@background.job("explorer_browser", cores=0.9, rank=1)
 def _start_explorer_browser(folder: Path) -> background.Job:
     """``pytest tests/test_explorer_browser.py``, at nice 0: its waits on the page have time
     limits. Without ``MHA_CPU_TABLE``: that file is this session's."""

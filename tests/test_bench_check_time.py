@@ -15,7 +15,7 @@ from conftest import REPO, _environment
 pytestmark = pytest.mark.slow
 
 
-@background.job("check_bench", cores=0.35, rank=17)
+@background.job("check_bench", cores=0.5, rank=17)
 def _start_check_bench(folder: Path) -> background.Job:
     report = str(folder / "report.json")
     argv = [sys.executable, "-m", "autograder.bench.check_time", "--quick", "--report", report]

@@ -24,7 +24,7 @@ def _start_bench(folder: Path) -> background.Job:
 
 
 if NB in paths.notebook_ids():
-    background.job("quick_bench", cores=0.75, rank=16)(_start_bench)
+    background.job("quick_bench", cores=1, rank=16)(_start_bench)
 
 
 @pytest.fixture

@@ -119,7 +119,7 @@ def _interrupt_and_resume(stack) -> dict:
 
 
 if NB in paths.notebook_ids():
-    background.job("resumed", cores=0.35, rank=15)(
+    background.job("resumed", cores=0.5, rank=15)(
         lambda folder: background.ThreadJob(_interrupt_and_resume, folder)
     )
 
@@ -165,7 +165,7 @@ def _start_cold_kernels(folder: Path) -> background.Job:
 
 
 if NB in paths.notebook_ids():
-    background.job("cold_kernels", cores=0.3, rank=14)(_start_cold_kernels)
+    background.job("cold_kernels", cores=0.5, rank=14)(_start_cold_kernels)
 
 
 @pytest.fixture(scope="module")

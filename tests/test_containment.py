@@ -64,7 +64,7 @@ def _start_containment(root: Path) -> background.Job:
 
 
 if NB in paths.notebook_ids():
-    background.job("containment", cores=0.35, rank=13)(_start_containment)
+    background.job("containment", cores=0.5, rank=13)(_start_containment)
 
 
 @pytest.fixture(scope="module")

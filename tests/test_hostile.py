@@ -66,7 +66,7 @@ def _start_hostile(root: Path) -> background.Job:
 # and at the end of the session nothing else filled those waits (the machine ran at 1.3 cores
 # for its last 40 s). Its kernels run at nice 0, so the jobs beside it (nice 5) yield to them.
 if NB in paths.notebook_ids():
-    background.job("hostile", cores=0.65, rank=11)(_start_hostile)
+    background.job("hostile", cores=1, rank=11)(_start_hostile)
 
 
 @pytest.fixture(scope="module")

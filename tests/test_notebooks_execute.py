@@ -21,9 +21,9 @@ pytestmark = pytest.mark.slow
 IDS = paths.notebook_ids()
 
 
-# 0.9 of a core on average (87 CPU-s over 96 s in fresh34), though it runs two notebooks at once:
-# as 1.5 it did not fit beside the browser job and started last, alone, at 544 s of 599 (fresh26).
-@background.job("notebook_runs", cores=0.9, rank=5)
+# One core on average (83 CPU-s over 78 s in fresh25), though it runs two notebooks at once: as
+# 1.5 it did not fit beside the browser job and started last, alone, at 544 s of 599 (fresh26).
+@background.job("notebook_runs", cores=1, rank=5)
 def _start_notebook_runs(folder: Path) -> background.Job:
     runner = str(Path(__file__).with_name("notebook_runs.py"))
     argv = [sys.executable, runner, str(folder / "outcomes.json")]

@@ -90,7 +90,7 @@ def _grade_course(root: Path) -> tuple:
     return root, first_notebook, sorted(submissions)
 
 
-@background.job("graded_course", cores=0.45, rank=15)
+@background.job("graded_course", cores=0.5, rank=15)
 def _start_pipeline(folder: Path) -> background.ThreadJob:
     return background.ThreadJob(lambda stack: _grade_course(folder), folder)
 
