@@ -167,6 +167,17 @@ def _replay_import_hooks() -> None:
             getattr(sys.modules[module], hook)()
 
 
+def _exception_for_history(exception: BaseException, *_args, **_kwargs) -> dict:
+    """What the kernel's history keeps of a cell's exception: its name and message.
+
+    IPython 9 formats each exception twice, once to show it and once more for the history, which
+    only ``%notebook`` (exporting the history) reads. Formatting is most of what a traceback
+    costs (``inspect`` walks every loaded module for each frame): in a py-spy profile of grading
+    the ten untouched releases, the second formatting was 2.0 of the kernels' 4.6 CPU-s in
+    tracebacks. What the learner sees is the first, unchanged."""
+    return {"ename": type(exception).__name__, "evalue": str(exception), "traceback": []}
+
+
 def _become_kernel(request: dict, connection: Path) -> None:
     """In the forked child: drop the protocol, apply the kernel's limits, become ipykernel."""
     try:
@@ -191,6 +202,8 @@ def _become_kernel(request: dict, connection: Path) -> None:
 
         app = IPKernelApp.instance()
         app.initialize(["-f", str(connection), *request.get("argv", [])])
+        if hasattr(app.shell, "_format_exception_for_storage"):
+            app.shell._format_exception_for_storage = _exception_for_history
         _replay_import_hooks()
         app.start()
     except BaseException:  # noqa: B036 (a forked child must never return into the server loop)
