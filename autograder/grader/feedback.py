@@ -21,7 +21,9 @@ from html.parser import HTMLParser
 
 from bleach import ALLOWED_PROTOCOLS, ALLOWED_TAGS
 from jinja2 import BytecodeCache
-from nbconvert.exporters import HTMLExporter
+from nbconvert.exporters import HTMLExporter, TemplateExporter
+from nbconvert.filters.highlight import Highlight2HTML
+from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbconvert.preprocessors.sanitize import SanitizeHTML
 from nbgrader.preprocessors import NbGraderPreprocessor
 
@@ -65,17 +67,48 @@ class _CompiledTemplates(BytecodeCache):
 _COMPILED = _CompiledTemplates()
 
 
+_NO_ALT = re.compile(r"<img\b(?![^>]*\balt=)")
+_TAB_STOP = re.compile(
+    r'(<div\b[^>]*\bclass="[^"]*\b(?:jp-Cell-inputWrapper|jp-OutputArea-output)\b[^"]*")'
+)
+NO_ALT_TEXT = "No description has been provided for this image"
+
+
 class FeedbackExporter(HTMLExporter):
-    """nbconvert's HTML exporter that compiles its templates once per process.
+    """nbconvert's HTML exporter that compiles its templates once per process and marks up the
+    page by pattern instead of parsing it.
 
     nbgrader makes a new exporter, with a new Jinja environment, for every feedback file, and
-    compiling the templates again was a tenth of a grading worker's CPU per notebook.
+    compiling the templates again was a tenth of a grading worker's CPU per notebook. After the
+    template, ``HTMLExporter`` parses the whole page with BeautifulSoup (200-300 kB, most of it
+    inlined CSS) to give images without one an ``alt`` text and cells' input and output a tab
+    stop, and writes it out again: 0.24 CPU-s per feedback file, half of making it. Here the same
+    attributes go onto the tags its template writes; ``tests/test_feedback.py`` holds the page to
+    the same document as ``HTMLExporter``'s.
     """
 
     def _create_environment(self):
         environment = super()._create_environment()
         environment.bytecode_cache = _COMPILED
         return environment
+
+    def from_notebook_node(self, nb, resources=None, **kw):
+        """``HTMLExporter.from_notebook_node`` (nbconvert 7) with its BeautifulSoup step done by
+        pattern: the same filters, the same template, the same attributes added."""
+        langinfo = nb.metadata.get("language_info", {})
+        lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
+        highlight_code = self.filters.get(
+            "highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self)
+        )
+        resources = self._init_resources(resources)
+        filter_data_type = WidgetsDataTypeFilter(
+            notebook_metadata=self._nb_metadata, parent=self, resources=resources
+        )
+        self.register_filter("highlight_code", highlight_code)
+        self.register_filter("filter_data_type", filter_data_type)
+        page, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
+        page = _NO_ALT.sub(f'<img alt="{NO_ALT_TEXT}"', page)
+        return _TAB_STOP.sub(r'\1 tabindex="0"', page), resources
 
 
 MESSAGE_CHARS = 300
