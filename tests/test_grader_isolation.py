@@ -81,3 +81,27 @@ def test_launcher_refuses_a_runtime_folder_it_did_not_make(tmp_path):
     spec = {"isolation": Isolation(None, None, None, False).to_json(), "limits": {}, "uid": None}
     with pytest.raises(SystemExit, match="refusing"):
         launch_argv(spec, ["python", "-f", str(tmp_path / "kernel.json")], tmp_path)
+
+
+def test_the_font_list_is_built_once_per_user(tmp_path, monkeypatch):
+    """``grade`` and ``check`` share one font list per user: the second asks builds nothing, and
+    no half-built folder is left beside it."""
+    from autograder.grader import isolation
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    first = isolation.shared_font_cache()
+    assert first is not None and first.parent == tmp_path / "mha-course"
+    assert list(first.glob("fontlist*.json"))
+    built = []
+    monkeypatch.setattr(isolation, "prepare_font_cache", built.append)
+    assert isolation.shared_font_cache() == first and not built
+    assert [p.name for p in first.parent.iterdir()] == [first.name]
+
+
+def test_an_unwritable_cache_leaves_the_font_list_to_the_run(tmp_path, monkeypatch):
+    from autograder.grader import isolation
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    assert isolation.shared_font_cache() is None

@@ -39,7 +39,14 @@ from autograder.grader.files import (
     write_atomic,
     write_json,
 )
-from autograder.grader.isolation import UID_BLOCK, Limits, claim_uids, detect, prepare_font_cache
+from autograder.grader.isolation import (
+    UID_BLOCK,
+    Limits,
+    claim_uids,
+    detect,
+    prepare_font_cache,
+    shared_font_cache,
+)
 from autograder.grader.nbgrader_settings import IGNORED_FILES
 
 CLASSROOM_VERSION = "2"  # 2: output caps for every output, tests withheld for dynamic code
@@ -344,14 +351,17 @@ def grade_class(submissions: Path, out: Path, options: Options, echo=print) -> i
 
 
 def _font_cache_in_background(folder: Path):
-    """matplotlib's font list, built (once per output folder) while the template is made."""
+    """matplotlib's font list (:func:`shared_font_cache`, else built once per output folder),
+    while the template is made."""
     from concurrent.futures import ThreadPoolExecutor
 
+    def fonts() -> Path | None:
+        if any(folder.glob("fontlist*.json")):
+            return folder
+        return shared_font_cache() or prepare_font_cache(folder)
+
     executor = ThreadPoolExecutor(max_workers=1)
-    if any(folder.glob("fontlist*.json")):
-        future = executor.submit(lambda: folder)
-    else:
-        future = executor.submit(prepare_font_cache, folder)
+    future = executor.submit(fonts)
     executor.shutdown(wait=False)
     return future
 

@@ -62,11 +62,13 @@ def _grade_one(run: GradingRun, sub: Submission) -> NotebookResult:
 @contextlib.contextmanager
 def _grading_course(tmp: Path, limits: Limits):
     """An nbgrader run with the classroom's settings, verification off, sandboxed if possible."""
-    from autograder.grader.isolation import detect, prepare_font_cache
+    from autograder.grader.isolation import detect, prepare_font_cache, shared_font_cache
     from autograder.grader.launch import prepare_runtime, write_kernelspec
 
     iso = detect()
-    fonts = prepare_font_cache(tmp / "fonts") if iso.sandboxed else None
+    fonts = None
+    if iso.sandboxed:
+        fonts = shared_font_cache() or prepare_font_cache(tmp / "fonts")
     write_kernelspec(tmp / "jupyter", iso, limits, None, fonts)
     saved = os.environ.get("JUPYTER_PATH")
     os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(tmp / "jupyter"), saved]))
