@@ -14,24 +14,23 @@ env: $(STAMP)
 # uv installs the pinned packages in parallel (25 s against pip's 39 s from a fresh clone here,
 # both byte-compiling, which the course needs: PYTHONDONTWRITEBYTECODE machines never write a
 # .pyc, and torch then imports in 6 s instead of 2). uv does not read pip's configuration, so the
-# indexes and wheel folders pip is configured with (this machine's local CPU torch) are handed
-# to it; without uv (no network for it) pip installs the same pins.
+# indexes and wheel folders pip is configured with (this machine's local CPU torch; `pip config
+# list` prints each value as a Python literal) are handed to it. Where uv cannot be installed or
+# fails, pip installs the same pins.
 UV := $(VENV)/bin/uv
 UV_VERSION := 0.13.9
-PIP_SOURCES := import shlex, subprocess, sys; \
+PIP_SOURCES := import ast, shlex, subprocess, sys; \
   out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout; \
   flag = {"index-url": "--index-url", "extra-index-url": "--extra-index-url", "find-links": "--find-links"}; \
   pairs = [(k.split(".", 1)[1], v) for k, _, v in (line.partition("=") for line in out.splitlines()) if "." in k]; \
-  args = dict.fromkeys((flag[k], url) for k, v in pairs if k in flag for url in shlex.split(v)[0].split()); \
+  args = dict.fromkeys((flag[k], url) for k, v in pairs if k in flag for url in ast.literal_eval(v).split()); \
   print(" ".join(f"{f} {shlex.quote(u)}" for f, u in args))
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	if $(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION); then \
+	($(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION) && \
 	  $(UV) pip install --quiet --python $(PY) --compile-bytecode --index-strategy unsafe-best-match \
-	    $$($(PY) -c '$(PIP_SOURCES)') -r requirements.txt -e .; \
-	else \
-	  $(PY) -m pip install --quiet -r requirements.txt -e .; \
-	fi
+	    $$($(PY) -c '$(PIP_SOURCES)') -r requirements.txt -e .) || \
+	  $(PY) -m pip install --quiet -r requirements.txt -e .
 	touch $(STAMP)
 
 lab: $(STAMP)
