@@ -97,7 +97,9 @@ def test_feedback_page_is_the_document_nbconverts_exporter_makes(template):
     ]
     nb.cells.append(
         nbformat.v4.new_markdown_cell(
-            '<img src="a.png"> <img src="b.png" alt="b"> ![c](c.png)\n\n<div class="note">x</div>'
+            '<img src="a.png"> <img src="b.png" alt="b"> ![c](c.png) <img src="alt=.png">'
+            ' <IMG SRC="d.png"> <img data-alt="e" src="e.png"> <img src="f.png" alt>'
+            '\n\n<div class="note">x</div>'
         )
     )
     for cell in nb.cells:  # as GetGrades leaves them
@@ -109,7 +111,7 @@ def test_feedback_page_is_the_document_nbconverts_exporter_makes(template):
     ours, _ = FeedbackExporter(config=config).from_notebook_node(nb, {"nbgrader": graded})
     theirs, _ = HTMLExporter(config=config).from_notebook_node(nb, {"nbgrader": dict(graded)})
     assert _document(ours) == _document(theirs)
-    assert ours.count(f'alt="{NO_ALT_TEXT}"') == 2  # the plot and a.png
+    assert ours.count(f'alt="{NO_ALT_TEXT}"') == 5  # the plot, a, alt=, d and e
     if template == "lab":
         assert ours.count('tabindex="0"') >= 5
     else:

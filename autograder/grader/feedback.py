@@ -67,11 +67,21 @@ class _CompiledTemplates(BytecodeCache):
 _COMPILED = _CompiledTemplates()
 
 
-_NO_ALT = re.compile(r"<img\b(?![^>]*\balt=)")
+_IMG = re.compile(r"<img\b[^>]*>", re.IGNORECASE)
+_QUOTED = re.compile(r"""=\s*("[^"]*"|'[^']*')""")
+_ALT = re.compile(r"(?<![\w-])alt\b", re.IGNORECASE)
 _TAB_STOP = re.compile(
     r'(<div\b[^>]*\bclass="[^"]*\b(?:jp-Cell-inputWrapper|jp-OutputArea-output)\b[^"]*")'
 )
 NO_ALT_TEXT = "No description has been provided for this image"
+
+
+def _with_alt(tag: re.Match) -> str:
+    """An ``<img>`` tag given nbconvert's alt text unless one of its attributes is ``alt``
+    (read outside quoted values: ``src="alt=1.png"`` or ``data-alt`` is not one)."""
+    if _ALT.search(_QUOTED.sub("=", tag[0])):
+        return tag[0]
+    return f'{tag[0][:4]} alt="{NO_ALT_TEXT}"{tag[0][4:]}'
 
 
 class FeedbackExporter(HTMLExporter):
@@ -107,7 +117,7 @@ class FeedbackExporter(HTMLExporter):
         self.register_filter("highlight_code", highlight_code)
         self.register_filter("filter_data_type", filter_data_type)
         page, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
-        page = _NO_ALT.sub(f'<img alt="{NO_ALT_TEXT}"', page)
+        page = _IMG.sub(_with_alt, page)
         return _TAB_STOP.sub(r'\1 tabindex="0"', page), resources
 
 
