@@ -129,14 +129,25 @@ def test_each_case_gets_its_definite_outcome(hostile):
             problems.append(f"{where}: a failed cell has no explanation")
         stopped = " ".join(nb["stopped"] or "" for nb in r["notebooks"])
         if e.stopped and e.stopped not in stopped:
-            problems.append(f"{where}: stopped {stopped!r} lacks {e.stopped!r}")
+            problems.append(f"{where}: stopped {stopped!r} lacks {e.stopped!r}; {_story(r)}")
         if e.flag and not any(e.flag in f for f in r["flags"]):
             problems.append(f"{where}: no flag with {e.flag!r}: {r['flags']}")
         if e.note and not any(e.note in n for n in r["notes"]):
             problems.append(f"{where}: no note with {e.note!r}: {r['notes']}")
         if e.refuted and not any(c.get("check") == "refuted" for c in cells):
             problems.append(f"{where}: nothing refuted outside the kernel")
-    assert not problems, "\n".join(problems)
+    grader_said = [line for line in hostile["first"].stderr.splitlines() if "forkserver" in line]
+    assert not problems, "\n".join(problems + grader_said)
+
+
+def _story(result: dict) -> str:
+    """How a case's notebooks ran, for a failure's message: a timing-dependent outcome that
+    differs on another machine says there where its time went."""
+    return "; ".join(
+        f"{nb['seconds']} s, timing {nb['timing']}, cells "
+        + ", ".join(f"{c['grade_id']} {c['score']} {c['message'][:50]!r}" for c in nb["cells"])
+        for nb in result["notebooks"]
+    )
 
 
 def test_correct_submissions_keep_full_marks_verified(hostile):

@@ -178,3 +178,22 @@ def test_export_lists_every_student(graded_course):
     assert sorted(rows) == students
     assert float(rows["stub"]["raw_score"]) == 0
     assert float(rows["correct"]["raw_score"]) == float(rows["correct"]["max_score"]) > 0
+
+
+def test_a_notebook_graded_without_a_run_record_is_a_grading_failure(tmp_path, monkeypatch):
+    """nbgrader that reports success without running the notebook leaves no record of the run:
+    the cells would read as never checked (a silent zero), so the submission is graded again."""
+    from autograder.grader.isolation import Limits
+    from autograder.grader.pipeline import GradingFailed, GradingRun
+
+    nb_id = paths.notebook_ids()[0]
+    run = GradingRun(tmp_path / "course", Limits(), tmp_path / "kernel", verify=False)
+    release = run.root / "release" / nb_id
+    release.mkdir(parents=True)
+    shutil.copyfile(paths.release_notebook(nb_id), release / f"{nb_id}.ipynb")
+    handed_in = tmp_path / "handed_in"
+    handed_in.mkdir()
+    shutil.copyfile(paths.solution_notebook(nb_id), handed_in / f"{nb_id}.ipynb")
+    monkeypatch.setattr(run.nbgrader, "autograde", lambda *a: {"success": True})
+    with pytest.raises(GradingFailed, match=f"graded {nb_id}.ipynb without running it"):
+        run.autograde(nb_id, "learner", handed_in)

@@ -91,4 +91,7 @@ class GradingRun:
         if not outcome.get("success"):
             reason = self.nbgrader.failure_reason(outcome)
             raise GradingFailed(f"nbgrader could not grade this notebook: {reason}")
+        unrun = sorted(name for name in expected if Path(name).stem not in done.runs)
+        if unrun:  # graded without a record of its run: its cells would read as never checked
+            raise GradingFailed(f"nbgrader graded {', '.join(unrun)} without running it")
         return done
