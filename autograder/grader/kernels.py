@@ -132,6 +132,8 @@ class ZygoteServer:
         reply = self._read(timeout)
         if not reply.get("ready"):
             raise ZygoteError(f"forkserver did not start: {reply}")
+        if reply.get("failed"):  # its kernels import these themselves, inside their time limits
+            print(f"forkserver started without {', '.join(reply['failed'])}", file=sys.stderr)
         self._ready = True
 
     def start(self, timeout: float = 180) -> None:
