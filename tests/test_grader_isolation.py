@@ -9,7 +9,7 @@ from autograder import paths
 from autograder.grader.files import folder_digest, read_json, write_atomic
 from autograder.grader.isolation import Isolation, Limits, bwrap_argv, describe, kernel_env
 from autograder.grader.launch import launch_argv
-from autograder.kernel.zygote import _empty
+from autograder.kernel.zygote import _empty, import_warm
 
 # ----------------------------------------------------------------------------- files, layout
 
@@ -39,6 +39,23 @@ def test_zygote_cleanup_spares_the_grader_bind_mounts(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mpl", "w", "work"]
     assert (runtime / "marker").exists() and (inbox / "00000").exists()
     assert not list(work.iterdir())
+
+
+def test_a_forkserver_reports_only_the_warm_modules_that_failed():
+    """``from X import f`` lists ``X.f`` too: a function is no failure, a missing module is."""
+    names = ["json", "json.dumps", "email.mime.text", "no_such_module_here", "json.no.such"]
+    assert import_warm(names) == [
+        "no_such_module_here: ModuleNotFoundError",
+        "json.no.such: ModuleNotFoundError",
+    ]
+
+
+def test_every_warm_module_of_the_course_imports():
+    """A forkserver that cannot import a warm module leaves it to each kernel's time limits."""
+    from autograder.grader.kernels import warm_modules
+
+    names = {m for nb in paths.notebook_ids() for m in warm_modules(paths.solution_notebook(nb))}
+    assert import_warm(sorted(names)) == []
 
 
 # ----------------------------------------------------------------------------- isolation

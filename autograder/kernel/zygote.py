@@ -234,6 +234,21 @@ def _decide_triton_mode() -> None:
         os.environ["TRITON_INTERPRET"] = "1"
 
 
+def import_warm(names: list[str]) -> list[str]:
+    """Import each of ``names``; what failed, and why. ``from X import f`` lists ``X.f`` as well
+    (``f`` may be a submodule): once ``X`` is imported, ``X.f`` that is no module is no failure."""
+    failed = []
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name != name or name.rpartition(".")[0] not in sys.modules:
+                failed.append(f"{name}: {type(err).__name__}")
+        except Exception as err:  # a missing optional module only makes kernels colder
+            failed.append(f"{name}: {type(err).__name__}")
+    return failed
+
+
 def main() -> None:
     if not _inside_sandbox():
         raise SystemExit("the zygote runs only inside its bwrap sandbox, as an unprivileged uid")
@@ -247,16 +262,11 @@ def main() -> None:
     os.dup2(devnull, 1)
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    failed = []
     # Imports make long-lived objects only: one collection after them, not dozens while they run
     # (about 0.3 CPU-s), leaves each kernel the same heap, all of it in the oldest generation.
     gc.disable()
     _decide_triton_mode()
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except Exception as err:  # a missing optional module only makes kernels colder
-            failed.append(f"{name}: {type(err).__name__}")
+    failed = import_warm(modules)
     gc.enable()
     gc.collect()
     _prctl(PR_SET_DUMPABLE, 0)
