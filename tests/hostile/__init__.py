@@ -199,8 +199,12 @@ def catalogue(solution, release, places: dict[str, str]) -> list[Case]:
             "infinite_loop",
             "softmax never returns; every test that calls it times out",
             Expect(score=0, stopped="time budget"),
+            # a loop that waits, as test_cli's endless loop: the grader stops it by the clock, as
+            # one that spins, and a spinning one burnt a core through five 5-s waits (~20 CPU-s)
             set_answer(
-                _copy(nb), SOFTMAX, "def softmax(x, dim=-1):\n    while True:\n        pass\n"
+                _copy(nb),
+                SOFTMAX,
+                "import time\ndef softmax(x, dim=-1):\n    while True:\n        time.sleep(0.05)\n",
             ),
         ),
         Case(
