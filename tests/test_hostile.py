@@ -124,8 +124,7 @@ def test_each_case_gets_its_definite_outcome(hostile):
             problems.append(f"{where}: nothing withheld for a person")
         awarded = sum(c["max_score"] for c in waiting) if e.withheld else 0
         if e.score is not None and r["score"] + awarded != e.score:
-            detail = [(c["grade_id"], c["score"], c["message"][:80]) for c in cells]
-            problems.append(f"{where}: score {r['score']} != {e.score}: {detail}")
+            problems.append(f"{where}: score {r['score']} != {e.score}: {_story(r)}")
         if e.at_most_control and r["score"] > results[e.at_most_control]["score"]:
             problems.append(f"{where}: scored more than without the attack")
         if any(not c["passed"] and not c["message"] for c in cells):

@@ -49,7 +49,7 @@ def _grade_one(run: GradingRun, sub: Submission) -> NotebookResult:
             done = run.autograde(nb_id, sub.student_id, Path(folder))
         except (SubmissionError, GradingFailed) as err:
             return NotebookResult(notebook=str(sub.path), notebook_id=nb_id, error=str(err))
-    ran = done.runs.get(nb_id, {})
+    ran = done.runs[nb_id]  # autograde raised if it is missing
     result = _result_from_gradebook(run, sub)
     result.notes = done.notes
     if ran.get("truncated"):

@@ -222,7 +222,7 @@ class Worker:
         lap("autograde")
         with self.run.nbgrader.gradebook() as gb:
             for name in expected:
-                run = done.runs.get(Path(name).stem, {})
+                run = done.runs[Path(name).stem]  # autograde raised if one is missing
                 summary, flags, notes = self._check_notebook(
                     gb, assignment, student, name, run, withheld[name]
                 )
