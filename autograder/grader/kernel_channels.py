@@ -19,7 +19,7 @@ import time
 from queue import Empty
 
 from jupyter_client.asynchronous import AsyncKernelClient
-from jupyter_client.channels import AsyncZMQSocketChannel
+from jupyter_client.channels import AsyncZMQSocketChannel, HBChannel
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import DottedObjectName, Type
 
@@ -40,6 +40,25 @@ class Channel(AsyncZMQSocketChannel):
                 raise Empty
 
 
+class Heartbeat(HBChannel):
+    """jupyter_client's heartbeat, whose ``stop`` gives up on its thread after a few seconds.
+
+    A kernel whose code wrote garbage into its sockets' file descriptors leaves the heartbeat
+    thread waiting on a reply that never comes; jupyter_client's ``stop`` joined it forever, and
+    the grader hung past every limit. The thread is a daemon: left behind, it ends with the worker.
+    """
+
+    def stop(self) -> None:
+        self._running = False
+        self._exit.set()
+        self.join(STOP_S)
+        if not self.is_alive():
+            self.close()
+
+
+STOP_S = 3.0  # the most a heartbeat that lost its kernel may hold up the grader
+
+
 class KernelClient(AsyncKernelClient):
     """An asyncio kernel client whose four channels are :class:`Channel`."""
 
@@ -47,6 +66,7 @@ class KernelClient(AsyncKernelClient):
     iopub_channel_class = Type(Channel)
     stdin_channel_class = Type(Channel)
     control_channel_class = Type(Channel)
+    hb_channel_class = Type(Heartbeat)
 
 
 class KernelManager(AsyncKernelManager):

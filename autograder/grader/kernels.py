@@ -44,6 +44,9 @@ from autograder.grader.launch import visible_files
 from autograder.grader.sockets import SOCKETS, fresh_runtime, remove_runtime, sockets_full
 
 MAX_MESSAGE_BYTES = 64 * 1024**2
+# A send to a kernel that no longer reads its sockets (its code wrote garbage into their file
+# descriptors) blocked the grader for good: zmq waits for a peer forever. 5 s, then zmq.Again.
+SEND_TIMEOUT_MS = 5_000
 INLINE_BACKEND = "matplotlib_inline.backend_inline"
 BASE_WARM_MODULES = ["ipykernel.kernelapp", "ipykernel.ipkernel", "numpy", "torch"]
 # Modules safe to import before IPython exists: no import-time hooks into the shell, or hooks
@@ -277,6 +280,7 @@ class SandboxKernelManager(KernelManager):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+        self.context.setsockopt(zmq.SNDTIMEO, SEND_TIMEOUT_MS)
         self.runtime: Path | None = None
         self.sockets_full = False  # the kernel filled its capped sockets/ (:mod:`.sockets`)
 

@@ -219,6 +219,19 @@ def catalogue(solution, release, places: dict[str, str]) -> list[Case]:
             ),
         ),
         Case(
+            "writes_into_its_sockets",
+            "after the softmax tests, garbage written into every file descriptor it has",
+            # the kernel's zmq sockets stop answering: the grader's sends and its heartbeat's
+            # stop once waited for it forever (the worker hit its hard limit, 480 s)
+            Expect(score=4),
+            insert_after(
+                _copy(nb),
+                soft_test,
+                "import os\nfor _fd in range(3, 256):\n    try:\n"
+                "        os.write(_fd, b'garbage' * 100)\n    except OSError:\n        pass\n",
+            ),
+        ),
+        Case(
             "memory_bomb",
             "allocates 20 GB in a cell of its own",
             Expect(score=FULL),
