@@ -17,7 +17,7 @@ from mistakes import catalogues, gqa, outcome
 
 from autograder.grader.verify import cells, remote
 from autograder.grader.verify.rerun import Rerun
-from autograder.kernel.codec import ReplayError, encode_tensor
+from autograder.kernel.codec import ReplayError, decode_tensor, encode_tensor
 from autograder.kernel.recorder import Refs
 
 # The direct runs: the notebooks' kernels and the verifier use one thread; two threads on tiny
@@ -151,7 +151,7 @@ def test_values_a_record_claims_are_not_trusted():
     def forge(reply: str) -> str:
         record = _record(reply)
         record["ops"] = []
-        scalar = {"shape": [1], "dtype": "torch.float32", "device": "cpu", "data": [0.5]}
+        scalar = encode_tensor(torch.tensor([0.5]))
         record["outcome"][1] = {"tensor": {"value": scalar}}
         return json.dumps({"record": record})
 
@@ -198,12 +198,7 @@ def test_the_builtin_rule_is_measured_on_recomputed_operators():
             [
                 {
                     "const": 0,
-                    "value": {
-                        "shape": [4, 7],
-                        "dtype": "torch.float64",
-                        "device": "cpu",
-                        "data": [0.0] * 28,
-                    },
+                    "value": encode_tensor(torch.zeros(4, 7, dtype=torch.float64)),
                 }
             ],
         ),
@@ -386,3 +381,35 @@ def test_kernel_side_changes_between_calls_win_nothing():
     hidden = cells.verify_cell(source, cells.InProcessKernel({"fn": Compensates}))
     assert honest.status == "verified", honest
     assert hidden.status == "refuted", hidden
+
+
+@pytest.mark.parametrize(
+    "tensor",
+    [
+        torch.tensor([1.5, float("nan"), float("inf"), -float("inf"), -0.0]),
+        torch.arange(12, dtype=torch.int64).reshape(3, 4),
+        torch.tensor([[True, False]]),
+        torch.randn(2, 3, 4).transpose(0, 2),  # not contiguous
+        torch.randn(3, 2, dtype=torch.bfloat16),
+        torch.tensor(2.0),  # zero dimensions
+        torch.empty(0, 5),
+    ],
+    ids=["non-finite", "int64", "bool", "strided", "bfloat16", "scalar", "empty"],
+)
+def test_a_tensor_travels_whole(tensor):
+    back = decode_tensor(json.loads(json.dumps(encode_tensor(tensor))))
+    assert back.dtype == tensor.dtype and back.shape == tensor.shape
+    assert torch.equal(back.isnan(), tensor.isnan()) if tensor.is_floating_point() else True
+    kept = ~tensor.isnan() if tensor.is_floating_point() else torch.ones_like(tensor, dtype=bool)
+    assert torch.equal(back[kept], tensor[kept])
+
+
+@pytest.mark.parametrize(
+    "data",
+    [[0.0] * 6, "AAAA", "!" * 64, None, 7],
+    ids=["a list", "too short", "not base64", "none", "a number"],
+)
+def test_a_tensor_whose_values_are_malformed_is_refused(data):
+    image = encode_tensor(torch.zeros(2, 3)) | {"data": data}
+    with pytest.raises(ReplayError):
+        decode_tensor(image)
