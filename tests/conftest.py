@@ -1,5 +1,6 @@
 """Shared helpers for the test suite."""
 
+import gc
 import json
 import os
 import subprocess
@@ -127,11 +128,21 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=_tier)  # stable: each tier keeps the files' order
 
 
+# The cycle collector in this process: what collection imported and built (torch, the catalogue,
+# some 4,500 test items) lives to the end, so it is frozen out of every later collection, and the
+# youngest generation is collected every 50,000 allocations instead of 700. On test_mistakes and
+# test_checks_rope, time in the collector fell from 4.4 to 1.7 s of about 60 CPU-s.
+GC_THRESHOLD = (50_000, 20, 10)
+
+
 def pytest_collection_finish(session):
     if session.config.option.collectonly:
         return
     used = {n for item in session.items for n in getattr(item, "fixturenames", ())}
     background.queue(used & set(background.STARTERS))
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLD)
 
 
 def pytest_sessionfinish(session):
