@@ -263,12 +263,15 @@ def main() -> None:
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     # Imports make long-lived objects only: one collection after them, not dozens while they run
-    # (about 0.3 CPU-s), leaves each kernel the same heap, all of it in the oldest generation.
+    # (about 0.3 CPU-s). Then frozen, as Python's gc documentation advises before fork(): each
+    # kernel's collections walk only what the kernel made, never the inherited heap (torch's,
+    # ipykernel's), whose pages they would also have copied by touching its objects' headers.
     gc.disable()
     _decide_triton_mode()
     failed = import_warm(modules)
     gc.enable()
     gc.collect()
+    gc.freeze()
     _prctl(PR_SET_DUMPABLE, 0)
     zygote = Zygote(workroot, (workroot, *protected))
     replies.write(json.dumps({"ready": True, "failed": failed}) + "\n")
