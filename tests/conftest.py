@@ -131,7 +131,7 @@ def pytest_collection_modifyitems(config, items):
 # The cycle collector in this process: what collection imported and built (torch, the catalogue,
 # some 4,500 test items) lives to the end, so it is frozen out of every later collection, and the
 # youngest generation is collected every 50,000 allocations instead of 700. On test_mistakes and
-# test_checks_rope, time in the collector fell from 4.4 to 1.7 s of about 60 CPU-s.
+# test_checks_rope, time in the collector fell from 4.4 to 2.0 s of about 60 CPU-s.
 GC_THRESHOLD = (50_000, 20, 10)
 
 
