@@ -8,6 +8,7 @@ withheld for a person with a one-line reason (the class run grades the same subm
 from __future__ import annotations
 
 import json
+import sys
 
 import allowlist_share
 import nbformat
@@ -116,3 +117,36 @@ def test_numpy_on_tensors_is_outside():
     withheld, why = _case(table, answers=through)
     assert withheld == {"test_h"} and "other learner code reads its names" in why
     assert scan.outside_the_list("y = x.numpy()") == ["uses numpy on tensors (.numpy)"]
+
+
+def test_a_name_that_leads_outside_is_outside_on_an_object_the_scan_cannot_name():
+    """``t.onnx`` on an argument: ``onnx`` is ``torch.onnx`` once anything imported it, and
+    ``check`` and every ``grade`` worker read it against one list, whatever each imported."""
+    found = scan.outside_the_list("def f(t):\n    return t.onnx.export")
+    assert "uses .onnx of an object the scan cannot name (torch.onnx)" in found, found
+
+
+def test_the_list_of_names_that_lead_outside_is_one_per_environment(monkeypatch, tmp_path):
+    """Worked out in an interpreter of its own, not in this one (which imported much more), and
+    kept beside the environment's packages, under a name that changes with the libraries."""
+    from autograder.grader import reading
+
+    kept = reading._leads_outside()  # this session's, kept in this environment
+    assert reading._leads_outside_file().is_file()
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))  # nothing kept here
+    assert reading._leads_outside.__wrapped__() == kept
+    path = reading._leads_outside_file()
+    assert json.loads(path.read_text()) == kept and path.stat().st_mode & 0o777 == 0o644
+    path.write_text(json.dumps({"sentinel": "torch.sentinel"}))  # what is kept is what is read
+    assert reading._leads_outside.__wrapped__() == {"sentinel": "torch.sentinel"}
+    monkeypatch.setattr(reading, "_leads_outside_apart", lambda: {"again": "torch.again"})
+    for broken in ("{not json", '{"again": 1}', "[]"):
+        path.write_text(broken)  # unreadable: worked out again, and kept
+        assert reading._leads_outside.__wrapped__() == {"again": "torch.again"}, broken
+        assert json.loads(path.read_text()) == {"again": "torch.again"}
+    versions = {"torch": "0.0", "numpy": "1", "matplotlib": "1", "ipython": "1"}
+    monkeypatch.setattr(reading.metadata, "version", versions.__getitem__)
+    assert reading._leads_outside_file() != path  # another torch: another list
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "a-file" / "below"))
+    (tmp_path / "a-file").write_text("")  # a folder nobody can make: worked out each time
+    assert reading._leads_outside.__wrapped__() == {"again": "torch.again"}
