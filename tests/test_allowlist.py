@@ -139,6 +139,8 @@ def test_the_list_of_names_that_lead_outside_is_one_per_environment(monkeypatch,
     assert json.loads(path.read_text()) == kept and path.stat().st_mode & 0o777 == 0o644
     path.write_text(json.dumps({"sentinel": "torch.sentinel"}))  # what is kept is what is read
     assert reading._leads_outside.__wrapped__() == {"sentinel": "torch.sentinel"}
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))  # none to start: here
+    assert reading._leads_outside_apart()["jit"] == "torch.jit"
     monkeypatch.setattr(reading, "_leads_outside_apart", lambda: {"again": "torch.again"})
     for broken in ("{not json", '{"again": 1}', "[]"):
         path.write_text(broken)  # unreadable: worked out again, and kept

@@ -157,16 +157,22 @@ _APART = (
 
 def _leads_outside_apart() -> dict[str, str]:
     """:func:`_leads_outside_here` in a fresh interpreter (``-P``: not the current folder's
-    modules); here, where that interpreter cannot import this package."""
+    modules); here, where no such interpreter answers (none to start, or it cannot import this
+    package)."""
     package_parent = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), package_parent]))
-    done = subprocess.run(
-        [sys.executable, "-P", "-c", _APART], capture_output=True, text=True, env=env, check=False
-    )
-    with contextlib.suppress(ValueError):
+    with contextlib.suppress(OSError, subprocess.SubprocessError, ValueError):
+        done = subprocess.run(
+            [sys.executable, "-P", "-c", _APART],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            check=True,
+        )
         found = json.loads(done.stdout)
-        if done.returncode == 0 and isinstance(found, dict):
+        if isinstance(found, dict):
             return found
     return _leads_outside_here()
 
