@@ -20,7 +20,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import types
 from functools import cache
 from importlib import metadata
@@ -45,6 +44,7 @@ from .allowed import (
     Found,
     named_only,
 )
+from .files import read_json, write_json
 
 
 def imports(tree: ast.AST) -> dict[str, str]:
@@ -121,17 +121,12 @@ def _leads_outside() -> dict[str, str]:
     every grading worker paid before.
     """
     path = _leads_outside_file()
-    with contextlib.suppress(OSError, ValueError):
-        found = json.loads(path.read_text())
-        if isinstance(found, dict) and all(isinstance(v, str) for v in found.values()):
-            return found
+    found = read_json(path)
+    if isinstance(found, dict) and all(isinstance(v, str) for v in found.values()):
+        return found
     found = _leads_outside_apart()
     with contextlib.suppress(OSError):  # a folder this user cannot write: worked out each time
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False) as f:
-            json.dump(found, f, sort_keys=True)
-        os.chmod(f.name, 0o644)  # other users of this environment read it too
-        os.replace(f.name, path)
+        write_json(path, found)  # 0644: other users of this environment read it too
     return found
 
 
