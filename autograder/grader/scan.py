@@ -243,24 +243,58 @@ def scan_notebook(nb, answer_names: set[str]) -> list[str]:
 def _context(release, notebook: str, learner: list[ast.Module]) -> allowed.Context:
     """What the learner's cells may name: what any learner cell or any cell of the release
     binds, the imports of both, the course helpers the release's given cells import."""
-    names, modules, given = set(), {}, set()
-    for cell in release.cells:
-        tree = parse(cell.source) if cell.cell_type == "code" else None
-        if tree is None or nbcell.is_answer(cell):
-            continue
-        names |= binds_or_imports(tree)
-        modules |= reading.imports(tree)
-        given |= {
-            f"{n.module}.{a.name}" if isinstance(n, ast.ImportFrom) else a.name
-            for n in ast.walk(tree)
-            if isinstance(n, ast.Import | ast.ImportFrom) and not getattr(n, "level", 0)
-            for a in n.names
-        }
+    given = _release_facts(_code_cells(release))
+    names, modules = set(given.names), dict(given.modules)
     for tree in learner:
         names |= binds_or_imports(tree)
         modules |= reading.imports(tree)
-    helpers = {path for path in given if path.startswith("autograder.")}
-    return allowed.Context(names, modules, helpers, given)
+    helpers = {path for path in given.imported if path.startswith("autograder.")}
+    return allowed.Context(names, modules, helpers, set(given.imported))
+
+
+@dataclass(frozen=True)
+class _ReleaseFacts:
+    """What the scan reads off a release notebook alone: the same for every submission of it."""
+
+    names: frozenset[str]  # what its given cells bind or import
+    modules: dict  # their imports (reading.imports), by the name they bind
+    imported: frozenset[str]  # the dotted paths its given cells import
+    bound: frozenset[str]  # what its given cells bind (names.bindings)
+    tools: frozenset[str]  # names its given cells bind and its answer cells do not
+
+
+def _code_cells(release) -> tuple[tuple[str, bool], ...]:
+    """(Source, whether an answer cell) of each code cell: the key of :func:`_release_facts`."""
+    return tuple((c.source, nbcell.is_answer(c)) for c in release.cells if c.cell_type == "code")
+
+
+@functools.lru_cache(maxsize=32)
+def _release_facts(cells: tuple[tuple[str, bool], ...]) -> _ReleaseFacts:
+    """The release's facts, worked out once per release in a process: a grade run reads one
+    release for every submission of an assignment (in the class run, about a tenth of the
+    scan's time went to reading the same release cells again)."""
+    given = [t for t in (parse(s) for s, answer in cells if not answer) if t is not None]
+    answers = [t for t in (parse(s) for s, answer in cells if answer) if t is not None]
+    names, modules = set(), {}
+    for tree in given:
+        names |= binds_or_imports(tree)
+        modules |= reading.imports(tree)
+    imported = {
+        f"{n.module}.{a.name}" if isinstance(n, ast.ImportFrom) else a.name
+        for tree in given
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Import | ast.ImportFrom) and not getattr(n, "level", 0)
+        for a in n.names
+    }
+    tools = set().union(*(binds_or_imports(t) for t in given))
+    tools -= set().union(*(binds_or_imports(t) for t in answers))
+    return _ReleaseFacts(
+        frozenset(names),
+        modules,
+        frozenset(imported),
+        frozenset(set().union(*(bindings(t)[0] for t in given))),
+        frozenset(tools),
+    )
 
 
 @dataclass
@@ -322,7 +356,7 @@ def withheld_tests(submitted, reference, release, notebook: str = "") -> dict[st
         return {}
     context = _context(release, notebook, [tree for _, _, tree in learner])
     cells = [bindings(tree) for _, _, tree in learner]
-    given = set().union(*(bindings(t)[0] for t in _given_trees(release)))
+    given = set(_release_facts(_code_cells(release)).bound)
     modules = set(context.modules)  # library names: patching one is outside in itself
     flagged: list[_Flagged] = []
     for i, (where, cell, tree) in enumerate(learner):
@@ -354,8 +388,7 @@ def withheld_tests(submitted, reference, release, notebook: str = "") -> dict[st
     # Cells run in order and a test is verified when it runs: a test runs at its last place in
     # the submission, or after everything where the learner deleted it (nbgrader puts it back).
     ran_at = {nbcell.grade_id(c): i for i, c in enumerate(submitted.cells) if nbcell.is_test(c)}
-    tools = set().union(*(binds_or_imports(t) for t in _given_trees(release)))
-    tools -= set().union(*(binds_or_imports(t) for t in _answer_trees(release)))
+    tools = _release_facts(_code_cells(release)).tools
     rebinders = []  # (where, position, the given names it binds) of each cell that binds any
     for (where, _, tree), (bound, _), index in zip(learner, cells, positions, strict=True):
         rebound = tools if EVERY_NAME in bound else (bound | reading.imports(tree).keys()) & tools
@@ -400,17 +433,3 @@ def _rebinds_given(rebinders: list, names: set[str], at: int) -> str:
                 f"run your `{rebound[0]}` in place of the course's"
             )
     return ""
-
-
-def _answer_trees(release) -> list[ast.Module]:
-    """The syntax trees of the release's answer cells."""
-    trees = (parse(c.source) for c in release.cells if nbcell.is_answer(c))
-    return [t for t in trees if t is not None]
-
-
-def _given_trees(release) -> list[ast.Module]:
-    """The syntax trees of the release's code cells that are not answer cells."""
-    trees = (
-        parse(c.source) for c in release.cells if c.cell_type == "code" and not nbcell.is_answer(c)
-    )
-    return [t for t in trees if t is not None]
