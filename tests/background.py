@@ -106,7 +106,10 @@ class Job:
         CPU is counted without groups, so that it counts for the test that reads it)."""
         if self._done is not None or self.process.returncode is not None:
             return False
-        ended = os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        try:
+            ended = os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # a test's wait() reaped it since the line above: it ended
+            ended = True
         if ended is not None and self.seconds is None:
             self.seconds = time.monotonic() - self.started  # for the timeline; wait() refines it
         return ended is None
