@@ -169,41 +169,12 @@ def _answer_cell(check, release) -> str | None:
     return best if best and shared(best) else None
 
 
-@functools.cache
-def _release_context(nb_id: str) -> allowed.Context:
-    """What the release of ``nb_id`` lets a cell name: the same for every implementation."""
-    return scan._context(_release(nb_id), nb_id, [])
-
-
-_whole: set[str] = set()  # the notebooks whose merged context was compared with the whole
-
-
-def _context(nb_id: str, tree) -> allowed.Context:
-    """``scan._context(release, nb_id, [tree])`` with the release read once per notebook (of 9
-    notebooks, ~200 implementations): the context is a union over cells, which the first
-    implementation of each notebook checks against the whole."""
-    release, cell = (
-        _release_context(nb_id),
-        scan._context(nbformat.v4.new_notebook(), nb_id, [tree]),
-    )
-    context = allowed.Context(
-        release.names | cell.names,
-        {**release.modules, **cell.modules},
-        set(release.helpers),
-        set(release.given),
-    )
-    if nb_id not in _whole:
-        _whole.add(nb_id)
-        assert context == scan._context(_release(nb_id), nb_id, [tree]), nb_id
-    return context
-
-
 def after(source: str, check) -> list[str]:
     """What in the answer cell ``source`` is outside the allow-list, in its notebook's context."""
     nb_id = notebook(check)
     release = _release(nb_id)
     tree = scan.parse(source)
-    context = _context(nb_id, tree)
+    context = scan._context(release, nb_id, [tree])  # the release is read once: scan keeps it
     context.taught = allowed.taught(nb_id, _answer_cell(check, release), True)
     return [f.why for f in reading.outside(tree, context)]
 

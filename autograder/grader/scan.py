@@ -243,7 +243,10 @@ def scan_notebook(nb, answer_names: set[str]) -> list[str]:
 def _context(release, notebook: str, learner: list[ast.Module]) -> allowed.Context:
     """What the learner's cells may name: what any learner cell or any cell of the release
     binds, the imports of both, the course helpers the release's given cells import."""
-    given = _release_facts(_code_cells(release))
+    return _context_of(_release_facts(_code_cells(release)), learner)
+
+
+def _context_of(given: _ReleaseFacts, learner: list[ast.Module]) -> allowed.Context:
     names, modules = set(given.names), dict(given.modules)
     for tree in learner:
         names |= binds_or_imports(tree)
@@ -354,9 +357,10 @@ def withheld_tests(submitted, reference, release, notebook: str = "") -> dict[st
             positions.append(index)
     if not learner:
         return {}
-    context = _context(release, notebook, [tree for _, _, tree in learner])
+    facts = _release_facts(_code_cells(release))
+    context = _context_of(facts, [tree for _, _, tree in learner])
     cells = [bindings(tree) for _, _, tree in learner]
-    given = set(_release_facts(_code_cells(release)).bound)
+    given = set(facts.bound)
     modules = set(context.modules)  # library names: patching one is outside in itself
     flagged: list[_Flagged] = []
     for i, (where, cell, tree) in enumerate(learner):
@@ -388,7 +392,7 @@ def withheld_tests(submitted, reference, release, notebook: str = "") -> dict[st
     # Cells run in order and a test is verified when it runs: a test runs at its last place in
     # the submission, or after everything where the learner deleted it (nbgrader puts it back).
     ran_at = {nbcell.grade_id(c): i for i, c in enumerate(submitted.cells) if nbcell.is_test(c)}
-    tools = _release_facts(_code_cells(release)).tools
+    tools = facts.tools
     rebinders = []  # (where, position, the given names it binds) of each cell that binds any
     for (where, _, tree), (bound, _), index in zip(learner, cells, positions, strict=True):
         rebound = tools if EVERY_NAME in bound else (bound | reading.imports(tree).keys()) & tools
